@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// testHooks lets end-to-end tests learn the bound address (port 0).
+type testHooks struct {
+	listening func(addr string)
+}
+
+var hooks testHooks
+
+// run is the whole program: parse flags and environment, start the
+// upstream machinery, listen, serve until ctx ends, then shut down in
+// order. Each value sent on reload re-reads the servers file (SIGHUP).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, reload <-chan os.Signal) error {
+	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "switchboard", version)
+		return nil
+	}
+	if fs.NArg() > 0 {
+		switch fs.Arg(0) {
+		case "demo-server":
+			return serveDemo(ctx, os.Stdin, stdout)
+		default:
+			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
+		}
+	}
+
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	log := newLogger(cfg, stderr)
+	log.Info("starting switchboard", append([]any{"version", version}, cfg.LogAttrs()...)...)
+
+	specs, err := loadSpecs(cfg, getenv)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if s.Err != nil {
+			log.Error("server not started", "server", s.Name, "err", s.Err)
+		}
+	}
+
+	mgr := upstreams.New(upstreams.Options{
+		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
+		StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
+		ListDebounce: cfg.ListDebounce, Logger: log,
+	})
+	edge := server.New(mgr, server.Options{
+		Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
+		SessionIdleTTL: cfg.SessionIdleTTL, Heartbeat: cfg.Heartbeat, Logger: log,
+	})
+	mgr.OnToolsChanged(edge.ToolsChanged)
+	mgr.Apply(ctx, specs)
+
+	// Listen synchronously so a bind error is returned, not logged later.
+	ln, err := net.Listen("tcp", cfg.Addr())
+	if err != nil {
+		closeAll(log, cfg, edge, mgr)
+		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
+	}
+	srv := &http.Server{Handler: edge.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs))
+	if hooks.listening != nil {
+		hooks.listening(ln.Addr().String())
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	for {
+		select {
+		case err := <-serveErr:
+			closeAll(log, cfg, edge, mgr)
+			return fmt.Errorf("serve: %w", err)
+		case <-reload:
+			next, err := loadSpecs(cfg, getenv)
+			if err != nil {
+				log.Error("reload failed; keeping the current servers", "err", err)
+				continue
+			}
+			mgr.Apply(ctx, next)
+			log.Info("reloaded servers file", "servers", len(next))
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	// Each step gets its own deadline: ctx is already cancelled.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	_ = edge.Shutdown(sctx) // ends client streams so Shutdown below is not held up
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
+		_ = srv.Close()
+	}
+	closeAll(log, cfg, edge, mgr)
+	log.Info("stopped")
+	return nil
+}
+
+func closeAll(log *slog.Logger, cfg config.Config, edge *server.Server, mgr *upstreams.Manager) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	_ = edge.Shutdown(ctx)
+	if err := mgr.Close(ctx); err != nil {
+		log.Warn("upstreams did not stop in time", "err", err)
+	}
+}
+
+// loadSpecs reads the servers file, or configures the built-in demo
+// server when there is none, so a bare start serves real tools.
+func loadSpecs(cfg config.Config, getenv func(string) string) ([]switchboard.ServerSpec, error) {
+	if cfg.ServersFile == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil
+		}
+		return []switchboard.ServerSpec{{Name: "demo", Transport: switchboard.TransportStdio, Command: exe, Args: []string{"demo-server"}}}, nil
+	}
+	return config.ReadServers(cfg.ServersFile, getenv)
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	level, _ := config.ParseLevel(cfg.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+const usage = `switchboard: one MCP endpoint in front of all your MCP servers.
+
+Usage:
+  switchboard              run the gateway (configured by MCP_SERVER_* variables)
+  switchboard demo-server  run the built-in demo MCP server on stdio
+  switchboard -version     print the version
+
+With no MCP_SERVER_CONFIG the gateway serves the built-in demo server.
+Send SIGHUP to reload the servers file. See README.md for every variable.
+`

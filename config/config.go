@@ -1,0 +1,186 @@
+// Package config is the only place that reads Switchboard's environment. It
+// parses the MCP_SERVER_* variables with caarlos0/env, validates everything
+// up front, reports every problem at once, and reads the servers file (the
+// `mcpServers` JSON that Claude Desktop, Cursor and VS Code already use).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is the gateway's effective configuration.
+type Config struct {
+	Host string `env:"MCP_SERVER_HOST" envDefault:"127.0.0.1"`
+	Port int    `env:"MCP_SERVER_PORT" envDefault:"8080"`
+	// EnableCORS uses the exact name of the spec we follow (MCP_ENABLE_CORS);
+	// MCP_SERVER_ENABLE_CORS is accepted as well (either true enables it).
+	EnableCORS       bool     `env:"MCP_ENABLE_CORS"`
+	EnableCORSServer bool     `env:"MCP_SERVER_ENABLE_CORS"`
+	CORSOrigins      []string `env:"MCP_SERVER_CORS_ORIGINS" envSeparator:","`
+	ServersFile      string   `env:"MCP_SERVER_CONFIG"`
+	DataDir          string   `env:"MCP_SERVER_DATA_DIR"`
+
+	CallTimeout     time.Duration `env:"MCP_SERVER_CALL_TIMEOUT" envDefault:"30s"`
+	ConnectTimeout  time.Duration `env:"MCP_SERVER_CONNECT_TIMEOUT" envDefault:"30s"`
+	ShutdownTimeout time.Duration `env:"MCP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	StopTimeout     time.Duration `env:"MCP_SERVER_CHILD_STOP_TIMEOUT" envDefault:"5s"`
+	SessionIdleTTL  time.Duration `env:"MCP_SERVER_SESSION_IDLE_TIMEOUT" envDefault:"30m"`
+	Heartbeat       time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
+	MaxBodyBytes    int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
+
+	BreakerFailures uint32        `env:"MCP_SERVER_BREAKER_FAILURES" envDefault:"3"`
+	BreakerCooldown time.Duration `env:"MCP_SERVER_BREAKER_COOLDOWN" envDefault:"60s"`
+	ListDebounce    time.Duration `env:"MCP_SERVER_LIST_CHANGED_DEBOUNCE" envDefault:"200ms"`
+
+	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
+	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
+}
+
+// Load reads the configuration through getenv, applies defaults and
+// validates it. The returned error joins every problem found, each naming
+// its variable, so one run tells the user everything to fix.
+func Load(getenv func(string) string) (Config, error) {
+	var cfg Config
+	params, err := env.GetFieldParams(&cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	environ := make(map[string]string, len(params))
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			environ[p.Key] = v
+		}
+	}
+	var errs []error
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+		var agg env.AggregateError
+		if errors.As(err, &agg) {
+			errs = append(errs, agg.Errors...)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	cfg.EnableCORS = cfg.EnableCORS || cfg.EnableCORSServer
+	if cfg.DataDir == "" {
+		cfg.DataDir = defaultDataDir(getenv)
+	}
+	errs = append(errs, cfg.validate()...)
+	if len(errs) > 0 {
+		return cfg, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "switchboard")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "state", "switchboard")
+	}
+	return filepath.Join(".", "switchboard-data")
+}
+
+func (c *Config) validate() []error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+	}
+	if c.Host == "" {
+		bad("MCP_SERVER_HOST", "must not be empty (use 127.0.0.1 for local only, 0.0.0.0 for all interfaces)")
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		bad("MCP_SERVER_PORT", "%d is out of range 0-65535", c.Port)
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"MCP_SERVER_CALL_TIMEOUT", c.CallTimeout},
+		{"MCP_SERVER_CONNECT_TIMEOUT", c.ConnectTimeout},
+		{"MCP_SERVER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+		{"MCP_SERVER_CHILD_STOP_TIMEOUT", c.StopTimeout},
+		{"MCP_SERVER_SESSION_IDLE_TIMEOUT", c.SessionIdleTTL},
+		{"MCP_SERVER_HEARTBEAT_INTERVAL", c.Heartbeat},
+		{"MCP_SERVER_BREAKER_COOLDOWN", c.BreakerCooldown},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			bad(p.name, "must be a positive duration such as 30s, got %s", p.d)
+		}
+	}
+	if c.ListDebounce < 0 {
+		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("MCP_SERVER_MAX_BODY_BYTES", "must be at least 1024 bytes, got %d", c.MaxBodyBytes)
+	}
+	if c.BreakerFailures < 1 {
+		bad("MCP_SERVER_BREAKER_FAILURES", "must be at least 1")
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("MCP_SERVER_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+	for i, o := range c.CORSOrigins {
+		o = strings.TrimSpace(o)
+		c.CORSOrigins[i] = o
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("MCP_SERVER_CORS_ORIGINS", "%q is not an origin; write scheme://host[:port], for example https://app.example.com", o)
+		}
+	}
+	return errs
+}
+
+// ParseLevel maps debug|info|warn|error to a slog level.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// Addr is the listen address.
+func (c Config) Addr() string { return net.JoinHostPort(c.Host, fmt.Sprint(c.Port)) }
+
+// IsLoopback reports whether the gateway binds to a loopback address only.
+func (c Config) IsLoopback() bool {
+	if c.Host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(c.Host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// LogAttrs is the effective configuration as log attributes. Nothing in
+// Config is secret today; header values and env values of servers live in
+// the servers file and are never logged.
+func (c Config) LogAttrs() []any {
+	return []any{
+		"addr", c.Addr(), "cors", c.EnableCORS, "cors_origins", c.CORSOrigins,
+		"servers_file", c.ServersFile, "data_dir", c.DataDir,
+		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
+		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
+		"session_idle_timeout", c.SessionIdleTTL, "heartbeat", c.Heartbeat,
+		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
+		"breaker_cooldown", c.BreakerCooldown, "log_level", c.LogLevel, "log_format", c.LogFormat,
+	}
+}

@@ -1,0 +1,182 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// maxIDLen bounds a request id: ids are echoed back and used as map keys.
+const maxIDLen = 256
+
+// rpcMessage is one client message, decoded only as far as routing needs.
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+func (m *rpcMessage) isNotification() bool { return m != nil && len(m.ID) == 0 }
+
+func (m *rpcMessage) idOrNil() json.RawMessage {
+	if m == nil || !validID(m.ID) {
+		return nil
+	}
+	return m.ID
+}
+
+// validID accepts what JSON-RPC allows as an id: a string or a number.
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 || len(id) > maxIDLen {
+		return false
+	}
+	switch id[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var n json.Number
+		return json.Unmarshal(id, &n) == nil
+	}
+	return false
+}
+
+// parseMessage decodes one JSON-RPC 2.0 message. The error carries the
+// JSON-RPC code and a message that says what to fix; the returned message
+// is non-nil whenever an id could be read, so the error can carry it.
+func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "empty body; send one JSON-RPC 2.0 message"}
+	}
+	if !utf8.Valid(trimmed) {
+		return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "body is not valid UTF-8"}
+	}
+	if trimmed[0] == '[' {
+		if !json.Valid(trimmed) {
+			return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "body is not valid JSON"}
+		}
+		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "batch requests are not supported (removed in MCP 2025-06-18); send one message per POST"}
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(trimmed, &m); err != nil {
+		if !json.Valid(trimmed) {
+			return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "body is not valid JSON"}
+		}
+		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "body must be a JSON-RPC 2.0 object with jsonrpc, method and (for requests) id"}
+	}
+	if m.JSONRPC != "2.0" {
+		return &m, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: `"jsonrpc" must be "2.0"`}
+	}
+	if len(m.ID) > 0 && string(m.ID) != "null" && !validID(m.ID) {
+		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "id must be a string or a number of at most 256 characters"}
+	}
+	if string(m.ID) == "null" {
+		m.ID = nil
+	}
+	if m.Method == "" && m.Result == nil && m.Error == nil {
+		return &m, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: `"method" is required`}
+	}
+	return &m, nil
+}
+
+// dispatch answers tools/list and tools/call for a session and returns
+// the complete response message. progress receives progress notification
+// params for this request (with the client's token).
+func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, progress func(json.RawMessage)) []byte {
+	switch m.Method {
+	case "tools/list":
+		var p struct {
+			Cursor *string `json:"cursor"`
+		}
+		if len(m.Params) > 0 && string(m.Params) != "null" {
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "params must be an object"})
+			}
+		}
+		if p.Cursor != nil && *p.Cursor != "" {
+			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: tools/list returns every tool in one page"})
+		}
+		return response(m.ID, s.renderTools(s.gw.Tools(ctx)))
+	case "tools/call":
+		var p struct {
+			Name      *string         `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      json.RawMessage `json:"_meta"`
+		}
+		if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == nil {
+			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "name" (string) and optional "arguments" (object)`})
+		}
+		args := bytes.TrimSpace(p.Arguments)
+		if len(args) > 0 && string(args) != "null" && args[0] != '{' {
+			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"arguments" must be a JSON object`})
+		}
+		if string(args) == "null" {
+			args = nil
+		}
+		meta := bytes.TrimSpace(p.Meta)
+		if len(meta) > 0 && string(meta) != "null" && meta[0] != '{' {
+			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"_meta" must be a JSON object`})
+		}
+		if string(meta) == "null" {
+			meta = nil
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		key := session + "\x00" + string(m.ID)
+		s.inflight.Store(key, cancel)
+		defer s.inflight.Delete(key)
+		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)
+		if err != nil {
+			s.log.Debug("tool call failed", "session_id", session, "tool", *p.Name, "err", err)
+			return errorResponse(m.ID, toRPCError(err))
+		}
+		return response(m.ID, res)
+	}
+	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})
+}
+
+// cancelled handles notifications/cancelled for a call in flight.
+func (s *Server) cancelled(session string, m *rpcMessage) {
+	if m.Method != "notifications/cancelled" {
+		return
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || !validID(p.RequestID) {
+		return
+	}
+	if c, ok := s.inflight.Load(session + "\x00" + string(p.RequestID)); ok {
+		c.(context.CancelFunc)()
+	}
+}
+
+// renderTools returns the tools/list result for c, rendered once per
+// catalog version: the upstream tool objects byte for byte.
+func (s *Server) renderTools(c *switchboard.Catalog) []byte {
+	if r := s.rendered.Load(); r != nil && r.catalog == c {
+		return r.result
+	}
+	n := 16
+	for _, t := range c.Tools {
+		n += len(t.Raw) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"tools":[`...)
+	for i, t := range c.Tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t.Raw...)
+	}
+	b = append(b, "]}"...)
+	s.rendered.Store(&renderedList{catalog: c, result: b})
+	return b
+}

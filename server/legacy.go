@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// legacySessions are clients of the HTTP+SSE transport (protocol
+// 2024-11-05): GET /sse opens a stream whose first event names the POST
+// endpoint; every response and notification goes down that stream.
+type legacySessions struct {
+	mu   sync.Mutex
+	byID map[string]*legacySession
+}
+
+type legacySession struct {
+	id     string
+	out    chan []byte
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newLegacySessions() *legacySessions { return &legacySessions{byID: map[string]*legacySession{}} }
+
+func (l *legacySessions) add(parent context.Context) *legacySession {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ctx, cancel := context.WithCancel(parent)
+	ls := &legacySession{id: "sse-" + hex.EncodeToString(b[:]), out: make(chan []byte, 256), ctx: ctx, cancel: cancel}
+	l.mu.Lock()
+	l.byID[ls.id] = ls
+	l.mu.Unlock()
+	return ls
+}
+
+func (l *legacySessions) get(id string) *legacySession {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byID[id]
+}
+
+func (l *legacySessions) remove(ls *legacySession) {
+	l.mu.Lock()
+	delete(l.byID, ls.id)
+	l.mu.Unlock()
+	ls.cancel()
+}
+
+func (l *legacySessions) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.byID)
+}
+
+// broadcast queues msg for every stream without blocking; a stream whose
+// queue is full misses it (it is a hint to re-list, not data).
+func (l *legacySessions) broadcast(msg []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ls := range l.byID {
+		select {
+		case ls.out <- msg:
+		default:
+		}
+	}
+}
+
+func (l *legacySessions) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ls := range l.byID {
+		ls.cancel()
+	}
+}
+
+// send queues msg for the stream, waiting while the queue is full unless
+// the stream is gone: a response the client waits for is never dropped.
+func (ls *legacySession) send(msg []byte) {
+	select {
+	case ls.out <- msg:
+	case <-ls.ctx.Done():
+	}
+}
+
+func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeRPCError(w, http.StatusInternalServerError, nil, switchboard.CodeInternalError, "streaming unsupported")
+		return
+	}
+	ls := s.legacy.add(s.ctx)
+	defer s.legacy.remove(ls)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	// The endpoint sits beside the stream: /sse -> /message, and
+	// /projects/p/sse -> /projects/p/message.
+	endpoint := strings.TrimSuffix(r.URL.Path, "sse") + "message?sessionId=" + ls.id
+	_, _ = w.Write([]byte("event: endpoint\ndata: " + endpoint + "\n\n"))
+	fl.Flush()
+	hb := time.NewTicker(s.opts.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ls.ctx.Done():
+			return
+		case <-hb.C:
+			_, _ = w.Write([]byte(": ping\n\n"))
+			fl.Flush()
+		case msg := <-ls.out:
+			writeEvent(w, msg)
+		}
+	}
+}
+
+// handleMessage takes one client message for a legacy session. It answers
+// 202 at once; the response goes down the session's stream.
+func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
+	ls := s.legacy.get(r.URL.Query().Get("sessionId"))
+	if ls == nil {
+		writeRPCError(w, http.StatusNotFound, nil, switchboard.CodeInvalidRequest, "unknown sessionId; open GET /sse and use the endpoint it sends")
+		return
+	}
+	body, m, ok := s.readMessage(w, r)
+	if !ok {
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	s.wg.Go(func() {
+		switch {
+		case m.Method == "tools/list" || m.Method == "tools/call":
+			ls.send(s.dispatch(ls.ctx, ls.id, m, func(p json.RawMessage) {
+				ls.send(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'))
+			}))
+		case m.isNotification():
+			s.cancelled(ls.id, m)
+		default:
+			resp := s.mcp.HandleMessage(ls.ctx, body)
+			if resp == nil {
+				return
+			}
+			b, err := json.Marshal(resp)
+			if err != nil {
+				b = errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInternalError, Message: "internal error"})
+			}
+			ls.send(b)
+		}
+	})
+}

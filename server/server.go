@@ -1,0 +1,438 @@
+// Package server is Switchboard's HTTP edge: the streamable-HTTP MCP
+// endpoint (/mcp), the legacy HTTP+SSE transport (/sse, /message), status,
+// health and readiness, Origin validation, CORS and body limits.
+//
+// Sessions, initialize, ping and the server-to-client GET stream are
+// mark3labs/mcp-go's streamable HTTP server. tools/list, tools/call and
+// cancellation are answered here, in dispatch.go, because mcp-go v1.2.1
+// turns every handler error into -32603, unknown tools into -32602 and
+// re-encodes tool objects and results; answering them ourselves is the one
+// place where codes and bytes on the wire are exactly right.
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/cors"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Gateway is what the edge needs from the upstream side.
+type Gateway interface {
+	// Tools returns the tool catalog, connecting servers never tried yet.
+	Tools(ctx context.Context) *switchboard.Catalog
+	// Call forwards a tool call and returns the upstream's raw result.
+	Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error)
+	// Status reports every upstream.
+	Status() []switchboard.ServerStatus
+}
+
+// Options configure the edge.
+type Options struct {
+	Version        string
+	CORS           bool
+	CORSOrigins    []string      // also the allowed Origins beyond loopback
+	MaxBodyBytes   int64         // default 4 MiB
+	SessionIdleTTL time.Duration // default 30m
+	Heartbeat      time.Duration // default 25s
+	Logger         *slog.Logger
+}
+
+// supportedVersions are the MCP protocol versions the endpoint speaks. The
+// 2026-07-28 stateless era is left out: it has no sessions or GET stream.
+var supportedVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326, "2024-11-05"}
+
+// Server is the HTTP edge of one project.
+type Server struct {
+	gw      Gateway
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+
+	mcp        *mcpserver.MCPServer
+	streamable *mcpserver.StreamableHTTPServer
+	sessions   *sessions
+	legacy     *legacySessions
+	handler    http.Handler
+
+	rendered atomic.Pointer[renderedList]
+	inflight sync.Map // session + "\x00" + id -> context.CancelFunc
+
+	ready    atomic.Bool
+	ctx      context.Context // lifetime; cancelled by Shutdown
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	shutOnce sync.Once
+}
+
+type renderedList struct {
+	catalog *switchboard.Catalog
+	result  []byte
+}
+
+// New builds the edge for gw. It starts the idle-session sweeper; call
+// Shutdown to stop it.
+func New(gw Gateway, opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.SessionIdleTTL <= 0 {
+		opts.SessionIdleTTL = 30 * time.Minute
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 25 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{gw: gw, opts: opts, log: opts.Logger, started: time.Now(), ctx: ctx, cancel: cancel,
+		sessions: newSessions(opts.SessionIdleTTL), legacy: newLegacySessions()}
+	s.mcp = mcpserver.NewMCPServer("switchboard", opts.Version,
+		mcpserver.WithToolCapabilities(true),
+		mcpserver.WithRecovery())
+	s.streamable = mcpserver.NewStreamableHTTPServer(s.mcp,
+		mcpserver.WithSessionIdManager(s.sessions),
+		mcpserver.WithHeartbeatInterval(opts.Heartbeat),
+		mcpserver.WithEventStore(mcpserver.NewInMemoryEventStore()),
+		mcpserver.WithStreamableHTTPProtocolVersions(supportedVersions[:3]...),
+		mcpserver.WithStreamableHTTPLogger(opts.Logger),
+		// Host and Origin are checked in guard for every route.
+		mcpserver.WithDisableLocalhostProtection(true))
+	s.handler = s.routes()
+	s.ready.Store(true)
+	s.wg.Go(s.sweep)
+	return s
+}
+
+// Handler returns the edge's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", s.handleMCP)
+	mux.HandleFunc("GET /sse", s.handleSSE)
+	mux.HandleFunc("POST /message", s.handleMessage)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.HandleFunc("GET /{$}", s.handleStatus)
+	var h http.Handler = mux
+	if s.opts.CORS {
+		h = cors.New(cors.Options{
+			AllowedOrigins:   s.opts.CORSOrigins,
+			AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
+			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"},
+			ExposedHeaders:   []string{"Mcp-Session-Id"},
+			AllowCredentials: false,
+		}).Handler(h)
+	}
+	return s.guard(h)
+}
+
+// guard rejects requests from foreign origins (403, per the MCP transport
+// rules: allowed origins are the CORS origins plus loopback) and, when the
+// listener is on loopback, Host headers that are not loopback names (DNS
+// rebinding).
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
+			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest,
+				"origin not allowed; add it to MCP_SERVER_CORS_ORIGINS (with MCP_ENABLE_CORS=true) to allow browser clients from it")
+			return
+		}
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la) && !isLoopbackHost(r.Host) {
+			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest,
+				"host not allowed: this gateway listens on loopback only; connect to 127.0.0.1 or localhost")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	for _, o := range s.opts.CORSOrigins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackHost(u.Host)
+}
+
+func isLoopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return false
+}
+
+func isLoopbackHost(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.Trim(h, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// handleMCP serves the streamable-HTTP endpoint.
+func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		s.handlePost(w, r)
+	case http.MethodGet:
+		if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			s.handleStatus(w, r)
+			return
+		}
+		id := r.Header.Get("Mcp-Session-Id")
+		s.sessions.streamOpened(id)
+		defer s.sessions.streamClosed(id)
+		s.streamable.ServeHTTP(w, r)
+	case http.MethodDelete:
+		s.streamable.ServeHTTP(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, switchboard.CodeInvalidRequest, "method not allowed; use POST for messages, GET for the event stream, DELETE to end a session")
+	}
+}
+
+// readMessage reads and checks one JSON-RPC message from a POST body. On
+// failure it has already answered the request.
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, *rpcMessage, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		writeRPCError(w, http.StatusUnsupportedMediaType, nil, switchboard.CodeInvalidRequest, "Content-Type must be application/json")
+		return nil, nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, switchboard.CodeInvalidRequest,
+				"request body exceeds the limit of "+itoa(s.opts.MaxBodyBytes)+" bytes (MCP_SERVER_MAX_BODY_BYTES)")
+			return nil, nil, false
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeParseError, "could not read the request body")
+		return nil, nil, false
+	}
+	m, rerr := parseMessage(body)
+	if rerr != nil {
+		status := http.StatusBadRequest
+		writeRPCError(w, status, m.idOrNil(), rerr.Code, rerr.Message)
+		return nil, nil, false
+	}
+	return body, m, true
+}
+
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
+	body, m, ok := s.readMessage(w, r)
+	if !ok {
+		return
+	}
+	switch m.Method {
+	case "tools/list", "tools/call", "notifications/cancelled":
+	default:
+		// Everything else (initialize, ping, notifications, responses) is
+		// mcp-go's; give it the body we consumed.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		s.streamable.ServeHTTP(w, r)
+		return
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest, "missing Mcp-Session-Id header; send initialize first and repeat the session id it returns")
+		return
+	}
+	if term, err := s.sessions.Validate(sid); err != nil || term {
+		writeRPCError(w, http.StatusNotFound, m.idOrNil(), switchboard.CodeInvalidRequest, "session not found or ended; send initialize to start a new session")
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
+		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest, "unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
+		return
+	}
+	if m.isNotification() {
+		s.cancelled(sid, m)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	resp := s.dispatch(r.Context(), sid, m, out.progress)
+	out.finish(resp)
+}
+
+func versionSupported(v string) bool {
+	for _, s := range supportedVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// postWriter answers one POST: plain JSON, or an SSE stream once a
+// progress notification has to go out before the result.
+type postWriter struct {
+	w        http.ResponseWriter
+	sse      bool
+	mu       sync.Mutex
+	streamed bool
+	finished bool
+}
+
+func (p *postWriter) progress(params json.RawMessage) {
+	if !p.sse {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	if !p.streamed {
+		p.streamed = true
+		h := p.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		p.w.WriteHeader(http.StatusOK)
+	}
+	msg := append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}')
+	writeEvent(p.w, msg)
+}
+
+func (p *postWriter) finish(resp []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finished = true
+	if p.streamed {
+		writeEvent(p.w, resp)
+		return
+	}
+	p.w.Header().Set("Content-Type", "application/json")
+	p.w.WriteHeader(http.StatusOK)
+	_, _ = p.w.Write(append(resp, '\n'))
+}
+
+func writeEvent(w http.ResponseWriter, data []byte) {
+	b := make([]byte, 0, len(data)+24)
+	b = append(b, "event: message\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	_, _ = w.Write(b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ToolsChanged tells every connected client that the tool list changed.
+// Wire it to the upstream manager's change callback.
+func (s *Server) ToolsChanged() {
+	s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
+	s.legacy.broadcast([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+}
+
+// handleStatus answers GET / and a plain GET /mcp with what a human or a
+// monitor wants to see.
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	ups := s.gw.Status()
+	tools := 0
+	for _, u := range ups {
+		tools += u.Tools
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name":      "switchboard",
+		"version":   s.opts.Version,
+		"uptime":    time.Since(s.started).Round(time.Second).String(),
+		"ready":     s.ready.Load(),
+		"sessions":  s.sessions.count() + s.legacy.count(),
+		"tools":     tools,
+		"upstreams": ups,
+		"endpoints": map[string]string{"mcp": "/mcp", "sse": "/sse"},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// sweep ends sessions idle for longer than the idle timeout. It goes
+// through mcp-go's own DELETE path so its per-session state is freed too.
+func (s *Server) sweep() {
+	t := time.NewTicker(max(s.opts.SessionIdleTTL/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, id := range s.sessions.expired() {
+			s.endSession(id)
+		}
+	}
+}
+
+func (s *Server) endSession(id string) {
+	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", id)
+	s.streamable.ServeHTTP(httptest.NewRecorder(), req)
+	s.log.Debug("session expired", "session_id", id)
+}
+
+// Shutdown marks the edge not ready, ends every client stream and session
+// so HTTP shutdown is not held up by long-lived GET streams, and stops the
+// sweeper. In-flight POSTs are left to http.Server.Shutdown.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutOnce.Do(func() {
+		s.ready.Store(false)
+		s.cancel()
+		s.legacy.closeAll()
+		err = s.streamable.Shutdown(ctx)
+		s.wg.Wait()
+	})
+	return err
+}
+
+func itoa(n int64) string { return strings.TrimSpace(string(mustJSON(n))) }
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// sessions is the session-ID manager for the streamable endpoint (it
+// implements mcp-go's SessionIdManager). It differs from mcp-go's own in
+// two ways that matter for a long-running gateway: terminated IDs are
+// forgotten after a while instead of kept forever, and it knows when each
+// session was last used, including by requests Switchboard answers itself,
+// so idle expiry never hits a busy session.
+type sessions struct {
+	mu      sync.Mutex
+	live    map[string]*sessionInfo
+	dead    map[string]time.Time
+	idleTTL time.Duration
+	now     func() time.Time
+}
+
+type sessionInfo struct {
+	lastSeen time.Time
+	streams  int // open GET streams keep a session alive
+}
+
+var errUnknownSession = errors.New("unknown session")
+
+func newSessions(idleTTL time.Duration) *sessions {
+	return &sessions{live: map[string]*sessionInfo{}, dead: map[string]time.Time{}, idleTTL: idleTTL, now: time.Now}
+}
+
+// Generate issues a new cryptographically random session ID.
+func (s *sessions) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := "sb-" + hex.EncodeToString(b[:])
+	s.mu.Lock()
+	s.live[id] = &sessionInfo{lastSeen: s.now()}
+	s.mu.Unlock()
+	return id
+}
+
+// Validate reports whether id is a live session, touching it.
+func (s *sessions) Validate(id string) (isTerminated bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if info, ok := s.live[id]; ok {
+		info.lastSeen = s.now()
+		return false, nil
+	}
+	if _, ok := s.dead[id]; ok {
+		return true, nil
+	}
+	return false, errUnknownSession
+}
+
+// Terminate ends a session; later requests with its ID get 404.
+func (s *sessions) Terminate(id string) (isNotAllowed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[id]; !ok {
+		return false, nil
+	}
+	delete(s.live, id)
+	s.dead[id] = s.now()
+	return false, nil
+}
+
+func (s *sessions) streamOpened(id string) {
+	s.mu.Lock()
+	if info, ok := s.live[id]; ok {
+		info.streams++
+		info.lastSeen = s.now()
+	}
+	s.mu.Unlock()
+}
+
+func (s *sessions) streamClosed(id string) {
+	s.mu.Lock()
+	if info, ok := s.live[id]; ok {
+		info.streams--
+		info.lastSeen = s.now()
+	}
+	s.mu.Unlock()
+}
+
+// expired returns live sessions idle for longer than the TTL (with no open
+// stream) and forgets tombstones older than the TTL.
+func (s *sessions) expired() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var out []string
+	for id, info := range s.live {
+		if info.streams <= 0 && now.Sub(info.lastSeen) > s.idleTTL {
+			out = append(out, id)
+		}
+	}
+	for id, t := range s.dead {
+		if now.Sub(t) > s.idleTTL {
+			delete(s.dead, id)
+		}
+	}
+	return out
+}
+
+func (s *sessions) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}

@@ -1,0 +1,127 @@
+// Package switchboard holds the domain of the Switchboard MCP gateway: the
+// tools it routes, the servers it fronts, the errors every layer speaks and
+// the JSON-RPC error type that travels unchanged from an upstream to a client.
+//
+// It imports only the standard library; adapters (upstreams, server, config)
+// depend on it, never the other way round.
+package switchboard
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Transport names how Switchboard talks to an upstream MCP server.
+type Transport string
+
+// The upstream transports Switchboard speaks.
+const (
+	TransportStdio          Transport = "stdio"
+	TransportSSE            Transport = "sse"
+	TransportStreamableHTTP Transport = "streamable-http"
+)
+
+// ServerSpec is one configured upstream MCP server, after `${VAR}`
+// interpolation. Two specs with equal Fingerprint() describe the same
+// running connection, which is how a reload keeps unchanged servers.
+type ServerSpec struct {
+	Name      string            `json:"name"`
+	Transport Transport         `json:"transport"`
+	Command   string            `json:"command,omitempty"`
+	Args      []string          `json:"args,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Dir       string            `json:"cwd,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	// ToolPrefix, when set, is prepended to every tool name of this server
+	// (for example "gh_" turns "search" into "gh_search").
+	ToolPrefix string `json:"toolPrefix,omitempty"`
+	// CallTimeout overrides the gateway-wide call timeout when positive.
+	CallTimeout time.Duration `json:"callTimeout,omitempty"`
+	// Err is set when the spec could not be built (for example a missing
+	// `${VAR}`); such a server is listed in status but never started.
+	Err error `json:"-"`
+}
+
+// Fingerprint identifies everything about a spec that requires a new
+// connection when it changes.
+func (s ServerSpec) Fingerprint() string {
+	errText := ""
+	if s.Err != nil {
+		errText = s.Err.Error()
+	}
+	b, _ := json.Marshal(struct {
+		ServerSpec
+		E string
+	}{s, errText})
+	return string(b)
+}
+
+// Tool is one tool as a client sees it: the name clients call (Name, which
+// includes any ToolPrefix), the upstream server that owns it and the
+// upstream's own name for it, and the upstream's tool object byte for byte
+// (Raw), which is what tools/list returns when no prefix applies.
+type Tool struct {
+	Name         string
+	Server       string
+	UpstreamName string
+	Raw          json.RawMessage
+}
+
+// ServerState is the lifecycle state of an upstream connection.
+type ServerState string
+
+// Upstream states reported in status.
+const (
+	StateIdle        ServerState = "idle"        // configured, not yet needed
+	StateConnecting  ServerState = "connecting"  // first connection under way
+	StateReady       ServerState = "ready"       // connected, tools listed
+	StateFailed      ServerState = "failed"      // last attempt failed; retried on next use
+	StateUnavailable ServerState = "unavailable" // circuit breaker open; calls fail at once
+	StateInvalid     ServerState = "invalid"     // configuration error; never started
+)
+
+// ServerStatus is what status endpoints report about one upstream.
+type ServerStatus struct {
+	Name      string      `json:"name"`
+	Transport Transport   `json:"transport"`
+	State     ServerState `json:"state"`
+	Tools     int         `json:"tools"`
+	LastError string      `json:"lastError,omitempty"`
+	// Shadowed lists tool names this server offers that another server,
+	// configured earlier, already owns (collision policy: first wins).
+	Shadowed []string `json:"shadowed,omitempty"`
+	// Stderr is the tail of a stdio child's standard error.
+	Stderr string `json:"stderr,omitempty"`
+}
+
+// Catalog is an immutable snapshot of the tools clients see, in the order
+// tools/list returns them: servers in configured order, each server's tools
+// in its own order. Version grows with every change so edges can cache
+// what they render from it.
+type Catalog struct {
+	Version uint64
+	Tools   []Tool
+	index   map[string]int
+}
+
+// NewCatalog builds a catalog; names must already be unique.
+func NewCatalog(version uint64, tools []Tool) *Catalog {
+	idx := make(map[string]int, len(tools))
+	for i, t := range tools {
+		idx[t.Name] = i
+	}
+	return &Catalog{Version: version, Tools: tools, index: idx}
+}
+
+// Lookup finds a tool by the name clients call it.
+func (c *Catalog) Lookup(name string) (Tool, bool) {
+	if c == nil {
+		return Tool{}, false
+	}
+	i, ok := c.index[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return c.Tools[i], true
+}

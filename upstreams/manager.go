@@ -1,0 +1,308 @@
+package upstreams
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Options tune a Manager. Zero values take the documented defaults; tests
+// shorten the timings.
+type Options struct {
+	Version         string
+	CallTimeout     time.Duration // default 30s
+	ConnectTimeout  time.Duration // default 30s
+	StopTimeout     time.Duration // SIGTERM -> SIGKILL for stdio children; default 5s
+	BreakerFailures uint32        // consecutive connect failures that open the breaker; default 3
+	BreakerCooldown time.Duration // default 60s
+	ListDebounce    time.Duration // upstream list_changed debounce; default 200ms
+	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
+	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
+	Logger          *slog.Logger
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.CallTimeout, 30*time.Second)
+	def(&o.ConnectTimeout, 30*time.Second)
+	def(&o.StopTimeout, 5*time.Second)
+	def(&o.BreakerCooldown, 60*time.Second)
+	def(&o.ReconnectMin, 250*time.Millisecond)
+	def(&o.ReconnectMax, 30*time.Second)
+	if o.ListDebounce < 0 {
+		o.ListDebounce = 0
+	} else if o.ListDebounce == 0 {
+		o.ListDebounce = 200 * time.Millisecond
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 3
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Manager owns a project's upstreams: it connects each lazily on first
+// need, shares one connection among all client sessions, keeps every tool
+// list in memory and routes calls by tool name.
+//
+// Collision policy: servers are ranked in configured order and the first
+// one to offer a name owns it; later servers' tools with that name are
+// reported as shadowed in status and logs. A per-server toolPrefix avoids
+// the collision.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	order     []*upstream
+	byName    map[string]*upstream
+	onChange  func()
+	version   uint64
+	catalog   atomic.Pointer[switchboard.Catalog]
+	closeOnce sync.Once
+}
+
+// New returns a Manager with no servers; call Apply to configure it.
+func New(opts Options) *Manager {
+	opts.defaults()
+	m := &Manager{opts: opts, log: opts.Logger, byName: map[string]*upstream{}}
+	m.catalog.Store(switchboard.NewCatalog(0, nil))
+	return m
+}
+
+// OnToolsChanged registers fn, called (without locks held) after the tool
+// catalog changed: a server connected, re-listed or was removed.
+func (m *Manager) OnToolsChanged(fn func()) {
+	m.mu.Lock()
+	m.onChange = fn
+	m.mu.Unlock()
+}
+
+// Apply makes specs the configured set. Servers whose spec is unchanged
+// keep their connection. A changed server's replacement connects before
+// the old connection closes when the old one was in use; removed servers
+// close after the new set is in place. Nothing connects that was not
+// connected before: connections stay lazy.
+func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
+	m.mu.Lock()
+	old := m.byName
+	m.mu.Unlock()
+
+	next := make([]*upstream, 0, len(specs))
+	nextBy := make(map[string]*upstream, len(specs))
+	var started []*upstream
+	for _, s := range specs {
+		if prev, ok := old[s.Name]; ok && prev.spec.Fingerprint() == s.Fingerprint() {
+			next = append(next, prev)
+			nextBy[s.Name] = prev
+			continue
+		}
+		u := newUpstream(m, s)
+		next = append(next, u)
+		nextBy[s.Name] = u
+		if prev, ok := old[s.Name]; ok && prev.wasUsed() && s.Err == nil {
+			started = append(started, u)
+		}
+	}
+	// Start replacements of servers that were in use before switching, so
+	// their tools do not disappear from clients during the reload.
+	var wg sync.WaitGroup
+	for _, u := range started {
+		wg.Go(func() {
+			u.mu.Lock()
+			ch := u.startConnectLocked()
+			u.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+		})
+	}
+	wg.Wait()
+
+	m.mu.Lock()
+	m.order, m.byName = next, nextBy
+	m.mu.Unlock()
+	m.rebuild()
+	for name, prev := range old {
+		if nextBy[name] != prev {
+			prev.close()
+		}
+	}
+}
+
+func (u *upstream) wasUsed() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.listed || u.conn != nil
+}
+
+// rebuild recomputes the catalog from every upstream's last known tools
+// and notifies when it differs.
+func (m *Manager) rebuild() {
+	m.mu.Lock()
+	seen := map[string]string{}
+	var tools []switchboard.Tool
+	for _, u := range m.order {
+		u.mu.Lock()
+		var shadowed []string
+		for _, t := range u.tools {
+			name := u.spec.ToolPrefix + t.name
+			if owner, taken := seen[name]; taken {
+				shadowed = append(shadowed, name)
+				m.log.Warn("tool name collision: first configured server wins", "tool", name, "owner", owner, "shadowed", u.spec.Name)
+				continue
+			}
+			seen[name] = u.spec.Name
+			raw := t.raw
+			if u.spec.ToolPrefix != "" {
+				raw = renamed(raw, name)
+			}
+			tools = append(tools, switchboard.Tool{Name: name, Server: u.spec.Name, UpstreamName: t.name, Raw: raw})
+		}
+		u.shadowed = shadowed
+		u.mu.Unlock()
+	}
+	prev := m.catalog.Load()
+	if sameTools(prev.Tools, tools) {
+		m.mu.Unlock()
+		return
+	}
+	m.version++
+	m.catalog.Store(switchboard.NewCatalog(m.version, tools))
+	fn := m.onChange
+	m.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+func sameTools(a, b []switchboard.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Server != b[i].Server || string(a[i].Raw) != string(b[i].Raw) {
+			return false
+		}
+	}
+	return true
+}
+
+// renamed returns a tool object with its name replaced, other members
+// unchanged (members are re-ordered alphabetically by encoding/json).
+func renamed(raw json.RawMessage, name string) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return raw
+	}
+	obj["name"] = mustJSON(name)
+	return mustJSON(obj)
+}
+
+// Catalog returns the current tools without connecting anything.
+func (m *Manager) Catalog() *switchboard.Catalog { return m.catalog.Load() }
+
+// Tools returns the catalog after making sure every server has been tried
+// once: on first need, servers never tried connect (concurrently) and Tools
+// waits for them, bounded by ctx. Servers that failed and never listed
+// tools are retried in the background (their breaker permitting), so a
+// tools/list never waits on a known-bad server twice.
+func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
+	m.mu.Lock()
+	order := m.order
+	m.mu.Unlock()
+	var waits []chan struct{}
+	for _, u := range order {
+		u.mu.Lock()
+		switch {
+		case u.closed || u.spec.Err != nil || u.conn != nil || u.reconnecting:
+		case u.state == switchboard.StateIdle || u.connecting != nil:
+			waits = append(waits, u.startConnectLocked())
+		case !u.listed:
+			u.startConnectLocked()
+		}
+		u.mu.Unlock()
+	}
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return m.catalog.Load()
+		}
+	}
+	return m.catalog.Load()
+}
+
+// Lookup finds a tool, trying first connections if it is not known yet.
+// It returns false for a name no server offers.
+func (m *Manager) Lookup(ctx context.Context, name string) (switchboard.Tool, bool) {
+	if t, ok := m.catalog.Load().Lookup(name); ok {
+		return t, true
+	}
+	return m.Tools(ctx).Lookup(name)
+}
+
+// Call calls the tool clients know as name with the client's raw arguments
+// and _meta. Progress notifications for the call are passed to onProgress
+// (may be nil) with the client's own progress token. It returns the
+// upstream's raw result, an upstream *switchboard.RPCError unchanged, or an
+// error wrapping ErrNotFound (no such tool), ErrUnavailable (server down or
+// breaker open), ErrTimeout, ErrCanceled or ErrConfig.
+func (m *Manager) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+	t, ok := m.Lookup(ctx, name)
+	if !ok {
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", name)
+	}
+	m.mu.Lock()
+	u := m.byName[t.Server]
+	m.mu.Unlock()
+	if u == nil {
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; its server was removed", name)
+	}
+	return u.callTool(ctx, t.UpstreamName, args, meta, onProgress)
+}
+
+// Status reports every configured server in configured order.
+func (m *Manager) Status() []switchboard.ServerStatus {
+	m.mu.Lock()
+	order := m.order
+	m.mu.Unlock()
+	out := make([]switchboard.ServerStatus, 0, len(order))
+	for _, u := range order {
+		out = append(out, u.status())
+	}
+	return out
+}
+
+// Close stops every upstream (children get SIGTERM, then SIGKILL after the
+// stop timeout) and waits for them, or until ctx ends.
+func (m *Manager) Close(ctx context.Context) error {
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		order := m.order
+		m.order, m.byName = nil, map[string]*upstream{}
+		m.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, u := range order {
+			wg.Go(u.close)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	})
+	return ctx.Err()
+}

@@ -1,0 +1,158 @@
+package upstreams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// remoteConn adapts mcp-go's legacy SSE and streamable HTTP client
+// transports to conn. Requests go out raw through SendRequest so results
+// and error codes are never decoded into lossy typed structs.
+type remoteConn struct {
+	tr       transport.Interface
+	nextID   atomic.Int64
+	doneCh   chan struct{}
+	doneOnce sync.Once
+	httpc    *http.Client
+}
+
+func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+	// One client per upstream: its connections are not shared with other
+	// upstreams, and no client header ever reaches it: only spec.Headers.
+	httpc := &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}}
+	c := &remoteConn{doneCh: make(chan struct{}), httpc: httpc}
+	var err error
+	switch spec.Transport {
+	case switchboard.TransportSSE:
+		var sse *transport.SSE
+		sse, err = transport.NewSSE(spec.URL,
+			transport.WithHeaders(spec.Headers),
+			transport.WithHTTPClient(httpc),
+			transport.WithSSELogger(log),
+			// The call's own context bounds every request; mcp-go's 60 s
+			// default would cut long tool calls short.
+			transport.WithResponseTimeout(24*time.Hour))
+		if err == nil {
+			sse.SetConnectionLostHandler(func(err error) {
+				log.Warn("upstream SSE stream lost", "err", err)
+				c.markDone()
+			})
+			c.tr = sse
+		}
+	default:
+		c.tr, err = transport.NewStreamableHTTP(spec.URL,
+			transport.WithHTTPHeaders(spec.Headers),
+			transport.WithHTTPBasicClient(httpc),
+			transport.WithHTTPLogger(log),
+			transport.WithContinuousListening())
+	}
+	if err != nil {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: %v", spec.Name, err)
+	}
+	c.tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		params, _ := json.Marshal(n.Params)
+		onNote(n.Method, params)
+	})
+	if bt, ok := c.tr.(transport.BidirectionalInterface); ok {
+		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+			if req.Method == "ping" {
+				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+			}
+			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
+		})
+	}
+	if err := c.tr.Start(ctx); err != nil {
+		_ = c.tr.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *remoteConn) markDone() { c.doneOnce.Do(func() { close(c.doneCh) }) }
+
+func (c *remoteConn) done() <-chan struct{} { return c.doneCh }
+
+func (c *remoteConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	select {
+	case <-c.doneCh:
+		return nil, errConnLost
+	default:
+	}
+	id := mcp.NewRequestId(c.nextID.Add(1))
+	resp, err := c.tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
+	if err != nil {
+		if ctx.Err() != nil {
+			// HTTP transports do not tell the server; we do.
+			_ = c.notify(context.Background(), "notifications/cancelled", map[string]any{"requestId": id, "reason": cancelReason(ctx)})
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) {
+			// The server forgot our session (restart): rebuild and
+			// re-initialize on next use.
+			c.markDone()
+			return nil, errConnLost
+		}
+		return nil, fmt.Errorf("%w: %v", errConnLost, err)
+	}
+	if resp.Error != nil {
+		var data json.RawMessage
+		if resp.Error.Data != nil {
+			data, _ = json.Marshal(resp.Error.Data)
+		}
+		return nil, &switchboard.RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: data}
+	}
+	if resp.Result == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return resp.Result, nil
+}
+
+func (c *remoteConn) notify(ctx context.Context, method string, params any) error {
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: method}}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(b, &fields); err != nil {
+			return err
+		}
+		n.Params.AdditionalFields = fields
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return c.tr.SendNotification(ctx, n)
+}
+
+func (c *remoteConn) close() error {
+	c.markDone()
+	err := c.tr.Close()
+	c.httpc.CloseIdleConnections()
+	return err
+}
+
+// setProtocolVersion tells transports that send the MCP-Protocol-Version
+// header which version initialize negotiated.
+func (c *remoteConn) setProtocolVersion(v string) {
+	if pv, ok := c.tr.(interface{ SetProtocolVersion(string) }); ok {
+		pv.SetProtocolVersion(v)
+	}
+}

@@ -1,0 +1,508 @@
+package upstreams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// ProtocolVersion is the MCP version Switchboard pins with upstreams, so
+// initialize never waits on a server/discover probe.
+const ProtocolVersion = "2025-06-18"
+
+// maxToolPages bounds tools/list pagination against a server that hands
+// out cursors forever.
+const maxToolPages = 1000
+
+// upstream is one configured server: its current connection (if any), its
+// last known tools, its circuit breaker and its state for status.
+type upstream struct {
+	spec switchboard.ServerSpec
+	m    *Manager
+	log  *slog.Logger
+
+	ctx    context.Context // lifetime; cancelled by shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	breaker *gobreaker.CircuitBreaker[conn]
+
+	mu           sync.Mutex
+	conn         conn
+	stderr       *ring
+	state        switchboard.ServerState
+	lastErr      string
+	tools        []rawTool
+	listed       bool          // tools were listed at least once
+	connecting   chan struct{} // closed when the in-flight connect ends
+	reconnecting bool          // background reconnect (SSE) under way
+	closed       bool
+	shadowed     []string
+	debounce     *time.Timer
+
+	progressSeq atomic.Int64
+	progress    sync.Map // upstream token string -> *progressSink
+}
+
+type rawTool struct {
+	name string
+	raw  json.RawMessage
+}
+
+type progressSink struct {
+	token json.RawMessage // the downstream client's token
+	fn    func(params json.RawMessage)
+}
+
+func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
+	ctx, cancel := context.WithCancel(context.Background())
+	u := &upstream{spec: spec, m: m, ctx: ctx, cancel: cancel, state: switchboard.StateIdle,
+		log: m.log.With("server", spec.Name)}
+	if spec.Err != nil {
+		u.state = switchboard.StateInvalid
+		u.lastErr = switchboard.Message(spec.Err)
+	}
+	u.breaker = gobreaker.NewCircuitBreaker[conn](gobreaker.Settings{
+		Name:        spec.Name,
+		MaxRequests: 1,
+		Timeout:     m.opts.BreakerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= m.opts.BreakerFailures },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			u.log.Warn("circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	return u
+}
+
+// ensure returns a live connection, connecting first if needed. Concurrent
+// callers share one connect; each waits only as long as its own ctx allows.
+func (u *upstream) ensure(ctx context.Context) (conn, error) {
+	for {
+		u.mu.Lock()
+		if u.closed {
+			u.mu.Unlock()
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", u.spec.Name)
+		}
+		if u.spec.Err != nil {
+			u.mu.Unlock()
+			return nil, u.spec.Err
+		}
+		if u.conn != nil {
+			select {
+			case <-u.conn.done():
+				u.lostLocked()
+			default:
+				c := u.conn
+				u.mu.Unlock()
+				return c, nil
+			}
+		}
+		if u.reconnecting {
+			u.mu.Unlock()
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is reconnecting after losing its connection; try again shortly", u.spec.Name)
+		}
+		ch := u.startConnectLocked()
+		u.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		u.mu.Lock()
+		c, lastErr, state := u.conn, u.lastErr, u.state
+		u.mu.Unlock()
+		if c == nil {
+			kind := switchboard.ErrUnavailable
+			if state == switchboard.StateUnavailable {
+				return nil, switchboard.Errorf(kind, "server %q is unavailable after %d failed connection attempts (last: %s); next retry within %s",
+					u.spec.Name, u.m.opts.BreakerFailures, lastErr, u.m.opts.BreakerCooldown)
+			}
+			return nil, switchboard.Errorf(kind, "server %q: %s", u.spec.Name, lastErr)
+		}
+	}
+}
+
+// startConnectLocked starts a connect unless one is in flight and returns
+// the channel closed when it ends. u.mu must be held.
+func (u *upstream) startConnectLocked() chan struct{} {
+	if u.connecting != nil {
+		return u.connecting
+	}
+	ch := make(chan struct{})
+	u.connecting = ch
+	if u.state != switchboard.StateReady {
+		u.state = switchboard.StateConnecting
+	}
+	u.wg.Go(func() {
+		c, err := u.breaker.Execute(func() (conn, error) { return u.connect() })
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		defer close(ch)
+		u.connecting = nil
+		if err == nil && u.closed {
+			_ = c.close()
+			err = errors.New("server removed")
+		}
+		if err != nil {
+			u.state = switchboard.StateFailed
+			if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || u.breaker.State() == gobreaker.StateOpen {
+				u.state = switchboard.StateUnavailable
+			}
+			if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+				u.lastErr = switchboard.Message(err)
+				u.log.Warn("upstream connect failed", "err", err)
+			}
+			return
+		}
+		u.conn = c
+		u.state = switchboard.StateReady
+		u.lastErr = ""
+		u.wg.Go(func() { u.watch(c) })
+	})
+	return ch
+}
+
+// connect starts the transport, initializes and lists tools.
+func (u *upstream) connect() (conn, error) {
+	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
+	defer cancel()
+	var c conn
+	switch u.spec.Transport {
+	case switchboard.TransportStdio:
+		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.onNote, u.log)
+		if err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
+		u.stderr = sc.stderr
+		u.mu.Unlock()
+		c = sc
+	default:
+		rc, err := startRemote(u.ctx, u.spec, u.onNote, u.log)
+		if err != nil {
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot connect: %v", u.spec.Name, err)
+		}
+		c = rc
+	}
+	tools, err := u.handshake(ctx, c)
+	if err != nil {
+		_ = c.close()
+		if sc, ok := c.(*stdioConn); ok && sc.exitStatus() != "" {
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: process %s during initialize", u.spec.Name, sc.exitStatus())
+		}
+		if ctx.Err() != nil && u.ctx.Err() == nil {
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q did not finish initialize within %s", u.spec.Name, u.m.opts.ConnectTimeout)
+		}
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: initialize failed: %s", u.spec.Name, switchboard.Message(err))
+	}
+	u.setTools(tools)
+	return c, nil
+}
+
+func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
+	res, err := c.call(ctx, "initialize", map[string]any{
+		"protocolVersion": ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "switchboard", "version": u.m.opts.Version},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ir struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(res, &ir); err != nil {
+		return nil, fmt.Errorf("initialize result is not an object: %w", err)
+	}
+	if rc, ok := c.(*remoteConn); ok && ir.ProtocolVersion != "" {
+		rc.setProtocolVersion(ir.ProtocolVersion)
+	}
+	if err := c.notify(ctx, "notifications/initialized", nil); err != nil {
+		return nil, err
+	}
+	return listTools(ctx, c)
+}
+
+// listTools fetches every page of tools/list as raw tool objects.
+func listTools(ctx context.Context, c conn) ([]rawTool, error) {
+	var out []rawTool
+	var cursor string
+	for range maxToolPages {
+		var params any
+		if cursor != "" {
+			params = map[string]string{"cursor": cursor}
+		}
+		res, err := c.call(ctx, "tools/list", params)
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		var page struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, fmt.Errorf("tools/list result is malformed: %w", err)
+		}
+		for _, raw := range page.Tools {
+			var t struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
+				continue // a tool without a name cannot be called
+			}
+			out = append(out, rawTool{name: t.Name, raw: raw})
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		cursor = page.NextCursor
+	}
+	return nil, fmt.Errorf("tools/list returned more than %d pages", maxToolPages)
+}
+
+func (u *upstream) setTools(tools []rawTool) {
+	u.mu.Lock()
+	u.tools = tools
+	u.listed = true
+	u.mu.Unlock()
+	u.m.rebuild()
+}
+
+// lostLocked records that the current connection died. u.mu must be held.
+func (u *upstream) lostLocked() {
+	c := u.conn
+	u.conn = nil
+	u.state = switchboard.StateFailed
+	msg := "connection lost; it is re-established on next use"
+	if sc, ok := c.(*stdioConn); ok {
+		if st := sc.exitStatus(); st != "" {
+			msg = "process " + st + "; it is restarted on next use"
+		}
+	}
+	u.lastErr = msg
+	// Reap the child / release the transport without holding the lock.
+	u.wg.Go(func() { _ = c.close() })
+}
+
+// watch notices a lost connection as soon as it happens, so status is
+// right and an SSE upstream starts reconnecting in the background.
+func (u *upstream) watch(c conn) {
+	select {
+	case <-u.ctx.Done():
+		return
+	case <-c.done():
+	}
+	u.mu.Lock()
+	if u.conn != c || u.closed {
+		u.mu.Unlock()
+		return
+	}
+	u.lostLocked()
+	u.log.Warn("upstream connection lost", "detail", u.lastErr)
+	sse := u.spec.Transport == switchboard.TransportSSE
+	if sse {
+		u.reconnecting = true
+		u.lastErr = "SSE stream lost; reconnecting"
+	}
+	u.mu.Unlock()
+	if sse {
+		u.reconnectLoop()
+	}
+}
+
+// reconnectLoop re-establishes a lost SSE stream with exponential backoff.
+// Calls meanwhile fail at once (ensure checks reconnecting).
+func (u *upstream) reconnectLoop() {
+	delay := u.m.opts.ReconnectMin
+	for {
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		u.mu.Lock()
+		ch := u.startConnectLocked()
+		u.mu.Unlock()
+		<-ch
+		u.mu.Lock()
+		ok := u.conn != nil
+		if ok || u.closed {
+			u.reconnecting = false
+			u.mu.Unlock()
+			if ok {
+				u.log.Info("upstream reconnected")
+			}
+			return
+		}
+		u.lastErr = "SSE stream lost; reconnecting: " + u.lastErr
+		u.mu.Unlock()
+		delay = min(delay*2, u.m.opts.ReconnectMax)
+	}
+}
+
+func (u *upstream) onNote(method string, params json.RawMessage) {
+	switch method {
+	case "notifications/tools/list_changed":
+		u.mu.Lock()
+		if u.debounce != nil {
+			u.debounce.Stop()
+		}
+		u.debounce = time.AfterFunc(u.m.opts.ListDebounce, func() { u.wg.Go(u.relist) })
+		u.mu.Unlock()
+	case "notifications/progress":
+		var p map[string]json.RawMessage
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		var tok string
+		if json.Unmarshal(p["progressToken"], &tok) != nil {
+			return
+		}
+		if s, ok := u.progress.Load(tok); ok {
+			sink := s.(*progressSink)
+			p["progressToken"] = sink.token
+			out, _ := json.Marshal(p)
+			sink.fn(out)
+		}
+	case "notifications/message":
+		u.log.Debug("upstream log", "params", string(params))
+	}
+}
+
+func (u *upstream) relist() {
+	u.mu.Lock()
+	c := u.conn
+	u.mu.Unlock()
+	if c == nil || u.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
+	defer cancel()
+	tools, err := listTools(ctx, c)
+	if err != nil {
+		u.log.Warn("re-listing tools after list_changed failed", "err", err)
+		return
+	}
+	u.log.Info("upstream tools changed", "tools", len(tools))
+	u.setTools(tools)
+}
+
+// callTool forwards tools/call. args and meta are the client's raw JSON;
+// a progress token in meta is replaced by one unique to this connection
+// so progress from a shared upstream reaches the right client.
+func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+	timeout := u.m.opts.CallTimeout
+	if u.spec.CallTimeout > 0 {
+		timeout = u.spec.CallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := u.ensure(ctx)
+	if err != nil {
+		return nil, u.callErr(ctx, name, timeout, err)
+	}
+	params := map[string]json.RawMessage{"name": mustJSON(name)}
+	if len(args) > 0 {
+		params["arguments"] = args
+	}
+	if len(meta) > 0 {
+		var mm map[string]json.RawMessage
+		if err := json.Unmarshal(meta, &mm); err != nil {
+			return nil, switchboard.Errorf(switchboard.ErrInvalid, "params._meta must be an object")
+		}
+		if tok, ok := mm["progressToken"]; ok && onProgress != nil {
+			ours := u.spec.Name + "-p" + strconv.FormatInt(u.progressSeq.Add(1), 10)
+			u.progress.Store(ours, &progressSink{token: tok, fn: onProgress})
+			defer u.progress.Delete(ours)
+			mm["progressToken"] = mustJSON(ours)
+		}
+		params["_meta"] = mustJSON(mm)
+	}
+	res, err := c.call(ctx, "tools/call", params)
+	if err != nil {
+		return nil, u.callErr(ctx, name, timeout, err)
+	}
+	return res, nil
+}
+
+func (u *upstream) callErr(ctx context.Context, tool string, timeout time.Duration, err error) error {
+	var rpc *switchboard.RPCError
+	switch {
+	case errors.As(err, &rpc):
+		return err
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+		return switchboard.Errorf(switchboard.ErrTimeout, "server %q: tool %q did not answer within %s", u.spec.Name, tool, timeout)
+	case errors.Is(err, context.Canceled):
+		return switchboard.Errorf(switchboard.ErrCanceled, "call to %q cancelled", tool)
+	case errors.Is(err, errConnLost):
+		u.mu.Lock()
+		if u.conn != nil {
+			select {
+			case <-u.conn.done():
+				u.lostLocked()
+			default:
+			}
+		}
+		msg := u.lastErr
+		u.mu.Unlock()
+		if msg == "" {
+			msg = "connection lost; it is re-established on next use"
+		}
+		return switchboard.Errorf(switchboard.ErrUnavailable, "server %q: %s", u.spec.Name, msg)
+	}
+	var de *switchboard.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	return switchboard.Errorf(switchboard.ErrUnavailable, "server %q: %s", u.spec.Name, switchboard.Message(err))
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with values that always marshal
+	}
+	return b
+}
+
+// status reports the upstream for status endpoints.
+func (u *upstream) status() switchboard.ServerStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := switchboard.ServerStatus{Name: u.spec.Name, Transport: u.spec.Transport, State: u.state,
+		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed}
+	if u.state == switchboard.StateFailed && u.breaker.State() == gobreaker.StateOpen {
+		st.State = switchboard.StateUnavailable
+	}
+	if u.stderr != nil {
+		st.Stderr = u.stderr.String()
+	}
+	return st
+}
+
+// close stops the upstream for good and waits for its goroutines.
+func (u *upstream) close() {
+	u.mu.Lock()
+	u.closed = true
+	c := u.conn
+	u.conn = nil
+	if u.debounce != nil {
+		u.debounce.Stop()
+	}
+	u.mu.Unlock()
+	u.cancel()
+	if c != nil {
+		_ = c.close()
+	}
+	u.wg.Wait()
+}
