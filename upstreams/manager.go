@@ -24,6 +24,9 @@ type Options struct {
 	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
 	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
 	Logger          *slog.Logger
+	// OnState, when set, is called after every change of a server's state
+	// (without locks held), for metrics and for tests that wait on a state.
+	OnState func(server string, state switchboard.ServerState)
 }
 
 func (o *Options) defaults() {

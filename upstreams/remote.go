@@ -61,7 +61,10 @@ func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(s
 			transport.WithHTTPHeaders(spec.Headers),
 			transport.WithHTTPBasicClient(httpc),
 			transport.WithHTTPLogger(log),
-			transport.WithContinuousListening())
+			// We pin a legacy protocol version on purpose (sessions and
+			// the GET stream carry list_changed), so the deprecation does
+			// not apply.
+			transport.WithContinuousListening()) //lint:ignore SA1019 legacy protocol pinned on purpose
 	}
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: %v", spec.Name, err)

@@ -69,7 +69,7 @@ func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
 	u := &upstream{spec: spec, m: m, ctx: ctx, cancel: cancel, state: switchboard.StateIdle,
 		log: m.log.With("server", spec.Name)}
 	if spec.Err != nil {
-		u.state = switchboard.StateInvalid
+		u.setStateLocked(switchboard.StateInvalid)
 		u.lastErr = switchboard.Message(spec.Err)
 	}
 	u.breaker = gobreaker.NewCircuitBreaker[conn](gobreaker.Settings{
@@ -82,6 +82,19 @@ func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
 		},
 	})
 	return u
+}
+
+// setStateLocked records a state change and reports it through
+// Options.OnState once u.mu is released. u.mu must be held.
+func (u *upstream) setStateLocked(st switchboard.ServerState) {
+	if u.state == st {
+		return
+	}
+	u.state = st
+	if fn := u.m.opts.OnState; fn != nil {
+		name := u.spec.Name
+		u.wg.Go(func() { fn(name, st) })
+	}
 }
 
 // ensure returns a live connection, connecting first if needed. Concurrent
@@ -141,7 +154,7 @@ func (u *upstream) startConnectLocked() chan struct{} {
 	ch := make(chan struct{})
 	u.connecting = ch
 	if u.state != switchboard.StateReady {
-		u.state = switchboard.StateConnecting
+		u.setStateLocked(switchboard.StateConnecting)
 	}
 	u.wg.Go(func() {
 		c, err := u.breaker.Execute(func() (conn, error) { return u.connect() })
@@ -154,9 +167,9 @@ func (u *upstream) startConnectLocked() chan struct{} {
 			err = errors.New("server removed")
 		}
 		if err != nil {
-			u.state = switchboard.StateFailed
+			u.setStateLocked(switchboard.StateFailed)
 			if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || u.breaker.State() == gobreaker.StateOpen {
-				u.state = switchboard.StateUnavailable
+				u.setStateLocked(switchboard.StateUnavailable)
 			}
 			if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
 				u.lastErr = switchboard.Message(err)
@@ -165,7 +178,7 @@ func (u *upstream) startConnectLocked() chan struct{} {
 			return
 		}
 		u.conn = c
-		u.state = switchboard.StateReady
+		u.setStateLocked(switchboard.StateReady)
 		u.lastErr = ""
 		u.wg.Go(func() { u.watch(c) })
 	})
@@ -282,7 +295,7 @@ func (u *upstream) setTools(tools []rawTool) {
 func (u *upstream) lostLocked() {
 	c := u.conn
 	u.conn = nil
-	u.state = switchboard.StateFailed
+	u.setStateLocked(switchboard.StateFailed)
 	msg := "connection lost; it is re-established on next use"
 	if sc, ok := c.(*stdioConn); ok {
 		if st := sc.exitStatus(); st != "" {

@@ -21,12 +21,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// testHooks lets end-to-end tests learn the bound address (port 0).
-type testHooks struct {
-	listening func(addr string)
-}
-
-var hooks testHooks
+// listeningKey carries a func(addr string) in run's ctx: end-to-end tests
+// use it to learn the address bound for port 0.
+type listeningKey struct{}
 
 // run is the whole program: parse flags and environment, start the
 // upstream machinery, listen, serve until ctx ends, then shut down in
@@ -93,8 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	srv := &http.Server{Handler: edge.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs))
-	if hooks.listening != nil {
-		hooks.listening(ln.Addr().String())
+	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {
+		fn(ln.Addr().String())
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -1,0 +1,593 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.RunIfChild()
+	os.Exit(m.Run())
+}
+
+// gateway is a running `run` on port 0 with a servers file.
+type gateway struct {
+	url    string
+	file   string
+	reload chan os.Signal
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// stdioServer is a servers-file entry running the fixture as a child.
+func stdioServer(name string, extra ...string) map[string]any {
+	env := map[string]string{"SWITCHBOARD_FIXTURE": "stdio", "SWITCHBOARD_FIXTURE_NAME": name}
+	s := map[string]any{"command": os.Args[0], "env": env}
+	for i := 0; i+1 < len(extra); i += 2 {
+		s[extra[i]] = extra[i+1]
+	}
+	return s
+}
+
+func writeServers(t *testing.T, path string, servers [][2]any) {
+	t.Helper()
+	// Written by hand to keep the order of servers (first wins).
+	var b strings.Builder
+	b.WriteString(`{"mcpServers": {`)
+	for i, s := range servers {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		v, _ := json.Marshal(s[1])
+		fmt.Fprintf(&b, "%q: %s", s[0], v)
+	}
+	b.WriteString("}}")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	g := &gateway{file: filepath.Join(dir, "servers.json"), reload: make(chan os.Signal), logs: &syncBuffer{}}
+	writeServers(t, g.file, servers)
+	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_CONFIG": g.file, "MCP_SERVER_DATA_DIR": dir,
+		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms"}
+	for k, v := range env {
+		vars[k] = v
+	}
+	addr := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), listeningKey{}, func(a string) { addr <- a }))
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, g.logs, g.reload)
+	}()
+	select {
+	case a := <-addr:
+		g.url = "http://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("gateway did not start: %v\n%s", err, g.logs.String())
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("gateway did not start in 30s\n%s", g.logs.String())
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("gateway did not stop within 30s")
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", g.logs.String())
+		}
+	})
+	return g
+}
+
+// applyReload sends a reload and waits until run has applied it: the
+// second send is only received once the first reload is done.
+func (g *gateway) applyReload(t *testing.T, servers [][2]any) {
+	t.Helper()
+	writeServers(t, g.file, servers)
+	g.reload <- os.Interrupt
+	g.reload <- os.Interrupt
+}
+
+// rawClient speaks JSON-RPC over plain HTTP, the way curl would.
+type rawClient struct {
+	t       *testing.T
+	url     string
+	session string
+	header  http.Header
+	nextID  int
+}
+
+type rpcReply struct {
+	Status int
+	Header http.Header
+	Body   []byte // the final JSON-RPC message (SSE unwrapped)
+	Events [][]byte
+	msg    struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+}
+
+func (r *rpcReply) code() int {
+	if r.msg.Error == nil {
+		return 0
+	}
+	return r.msg.Error.Code
+}
+
+func newRaw(t *testing.T, url string) *rawClient {
+	return &rawClient{t: t, url: url, header: http.Header{}}
+}
+
+// post sends body as is and decodes the reply (JSON or SSE).
+func (c *rawClient) post(body string) *rpcReply {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rep := &rpcReply{Status: resp.StatusCode, Header: resp.Header}
+	raw, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
+				rep.Events = append(rep.Events, []byte(d))
+				rep.Body = []byte(d)
+			}
+		}
+	} else {
+		rep.Body = bytes.TrimSpace(raw)
+	}
+	_ = json.Unmarshal(rep.Body, &rep.msg)
+	return rep
+}
+
+func (c *rawClient) call(method string, params any) *rpcReply {
+	c.t.Helper()
+	c.nextID++
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.nextID, "method": method, "params": params})
+	return c.post(string(b))
+}
+
+func (c *rawClient) initialize() {
+	c.t.Helper()
+	rep := c.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	if rep.Status != 200 || rep.msg.Result == nil {
+		c.t.Fatalf("initialize: %d %s", rep.Status, rep.Body)
+	}
+	c.session = rep.Header.Get("Mcp-Session-Id")
+	if c.session == "" {
+		c.t.Fatalf("initialize returned no session id")
+	}
+	if n := c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); n.Status != http.StatusAccepted {
+		c.t.Fatalf("initialized: %d", n.Status)
+	}
+}
+
+func (c *rawClient) toolText(name string, args any) string {
+	c.t.Helper()
+	rep := c.call("tools/call", map[string]any{"name": name, "arguments": args})
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(rep.msg.Result, &res); err != nil || len(res.Content) == 0 {
+		c.t.Fatalf("tools/call %s: %s", name, rep.Body)
+	}
+	return res.Content[0].Text
+}
+
+// toolObjects returns tools/list's tools as raw objects keyed by name.
+func toolObjects(t *testing.T, rep *rpcReply) (names []string, byName map[string]string) {
+	t.Helper()
+	var res struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(rep.msg.Result, &res); err != nil {
+		t.Fatalf("tools/list: %v: %s", err, rep.Body)
+	}
+	byName = map[string]string{}
+	for _, raw := range res.Tools {
+		var n struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(raw, &n)
+		names = append(names, n.Name)
+		byName[n.Name] = string(raw)
+	}
+	return names, byName
+}
+
+// direct is a raw session with the fixture itself over streamable HTTP:
+// the reference for "unchanged".
+func direct(t *testing.T) *rawClient {
+	ts := httptest.NewServer(mcptest.StreamableHandler(mcptest.Options{Name: "direct"}))
+	t.Cleanup(ts.Close)
+	c := newRaw(t, ts.URL)
+	c.initialize()
+	return c
+}
+
+// upstreamsUnderTest are the three transports, each as one servers entry.
+func upstreamsUnderTest(t *testing.T) map[string]map[string]any {
+	sse := httptest.NewServer(mcptest.SSEHandler(mcptest.Options{Name: "sse"}))
+	st := httptest.NewServer(mcptest.StreamableHandler(mcptest.Options{Name: "st"}))
+	t.Cleanup(sse.Close)
+	t.Cleanup(st.Close)
+	return map[string]map[string]any{
+		"stdio":           stdioServer("stdio"),
+		"sse":             {"url": sse.URL, "transport": "sse"},
+		"streamable-http": {"url": st.URL, "transport": "streamable-http"},
+	}
+}
+
+func TestToolsAndResultsUnchanged(t *testing.T) {
+	ref := direct(t)
+	refNames, refTools := toolObjects(t, ref.call("tools/list", nil))
+	refExotic := ref.call("tools/call", map[string]any{"name": "exotic", "arguments": map[string]any{"kind": "a", "a": "x1"}})
+	if refExotic.msg.Result == nil {
+		t.Fatalf("direct exotic: %s", refExotic.Body)
+	}
+	for name, spec := range upstreamsUnderTest(t) {
+		t.Run(name, func(t *testing.T) {
+			g := startGateway(t, [][2]any{{"up", spec}}, nil)
+			c := newRaw(t, g.url+"/mcp")
+			c.initialize()
+			names, tools := toolObjects(t, c.call("tools/list", nil))
+			if strings.Join(names, ",") != strings.Join(refNames, ",") {
+				t.Errorf("tool names differ:\n gateway %v\n direct  %v", names, refNames)
+			}
+			for n, raw := range refTools {
+				if tools[n] != raw {
+					t.Errorf("tool %s changed:\n gateway %s\n direct  %s", n, tools[n], raw)
+				}
+			}
+			got := c.call("tools/call", map[string]any{"name": "exotic", "arguments": map[string]any{"kind": "a", "a": "x1"}})
+			if string(got.msg.Result) != string(refExotic.msg.Result) {
+				t.Errorf("exotic result changed:\n gateway %s\n direct  %s", got.msg.Result, refExotic.msg.Result)
+			}
+			if !bytes.Contains(got.msg.Result, []byte(mcptest.BigInt)) {
+				t.Errorf("big integer lost: %s", got.msg.Result)
+			}
+		})
+	}
+}
+
+// TestErrorCodes pins every JSON-RPC code and HTTP status the endpoint
+// promises, through a raw HTTP client.
+func TestErrorCodes(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}, {"broken", map[string]any{"command": "x", "env": map[string]string{"K": "${SWITCHBOARD_SURELY_UNSET}"}}}},
+		map[string]string{"MCP_SERVER_MAX_BODY_BYTES": "4096"})
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	big := strings.Repeat("a", 5000)
+	tests := []struct {
+		name     string
+		body     string
+		status   int
+		code     int
+		dataHas  string
+		noSessID bool
+	}{
+		{name: "unknown tool", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"no_such_tool"}}`, status: 200, code: -32601},
+		{name: "arguments not an object", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":[1,2]}}`, status: 200, code: -32602},
+		{name: "name missing", body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}`, status: 200, code: -32602},
+		{name: "upstream JSON-RPC error forwarded", body: `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"rpc_error","arguments":{}}}`, status: 200, code: -32602, dataHas: `"field":"x"`},
+		{name: "malformed JSON", body: `{"jsonrpc":"2.0","id":5,"method":`, status: 400, code: -32700},
+		{name: "batch", body: `[{"jsonrpc":"2.0","id":6,"method":"ping"}]`, status: 400, code: -32600},
+		{name: "wrong jsonrpc version", body: `{"jsonrpc":"1.0","id":7,"method":"tools/list"}`, status: 400, code: -32600},
+		{name: "oversized body", body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + big + `"}}}`, status: 413, code: -32600},
+		{name: "unknown method", body: `{"jsonrpc":"2.0","id":9,"method":"no/such"}`, status: 200, code: -32601},
+		{name: "missing session", body: `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`, status: 400, code: -32600, noSessID: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cc := *c
+			cc.t = t
+			if tt.noSessID {
+				cc.session = ""
+			}
+			rep := cc.post(tt.body)
+			if rep.Status != tt.status || rep.code() != tt.code {
+				t.Fatalf("got HTTP %d code %d, want HTTP %d code %d: %s", rep.Status, rep.code(), tt.status, tt.code, rep.Body)
+			}
+			if tt.dataHas != "" && !bytes.Contains(rep.msg.Error.Data, []byte(tt.dataHas)) {
+				t.Errorf("error data %s lacks %s", rep.msg.Error.Data, tt.dataHas)
+			}
+		})
+	}
+	t.Run("tool error is a result", func(t *testing.T) {
+		rep := c.call("tools/call", map[string]any{"name": "tool_error", "arguments": map[string]any{}})
+		if rep.code() != 0 || !bytes.Contains(rep.msg.Result, []byte(`"isError":true`)) {
+			t.Fatalf("got %s", rep.Body)
+		}
+	})
+	t.Run("crashed upstream is internal error, then restarted", func(t *testing.T) {
+		pid := c.toolText("pid", map[string]any{})
+		rep := c.call("tools/call", map[string]any{"name": "crash", "arguments": map[string]any{}})
+		if rep.code() != -32603 {
+			t.Fatalf("crash: got %s, want -32603", rep.Body)
+		}
+		if again := c.toolText("pid", map[string]any{}); again == pid {
+			t.Fatalf("pid %s after crash equals pid before: not restarted", again)
+		}
+	})
+	t.Run("unknown session", func(t *testing.T) {
+		cc := *c
+		cc.t = t
+		cc.session = "sb-00000000000000000000000000000000"
+		if rep := cc.call("tools/list", nil); rep.Status != 404 {
+			t.Fatalf("got %d, want 404", rep.Status)
+		}
+	})
+	t.Run("foreign origin", func(t *testing.T) {
+		cc := *c
+		cc.t = t
+		cc.header = http.Header{"Origin": {"https://evil.example"}}
+		if rep := cc.call("tools/list", nil); rep.Status != 403 {
+			t.Fatalf("got %d, want 403", rep.Status)
+		}
+		cc.header = http.Header{"Origin": {"http://localhost:3000"}}
+		if rep := cc.call("tools/list", nil); rep.Status != 200 {
+			t.Fatalf("loopback origin: got %d, want 200", rep.Status)
+		}
+	})
+	t.Run("status reports the misconfigured server", func(t *testing.T) {
+		resp, err := http.Get(g.url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Upstreams []struct {
+				Name, State, LastError string
+			}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, u := range st.Upstreams {
+			if u.Name == "broken" {
+				found = true
+				if u.State != "invalid" || !strings.Contains(u.LastError, "SWITCHBOARD_SURELY_UNSET") {
+					t.Errorf("broken: %+v", u)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("broken server missing from status: %+v", st)
+		}
+	})
+	t.Run("session ended by DELETE", func(t *testing.T) {
+		cc := newRaw(t, g.url+"/mcp")
+		cc.initialize()
+		req, _ := http.NewRequest(http.MethodDelete, cc.url, nil)
+		req.Header.Set("Mcp-Session-Id", cc.session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if rep := cc.call("tools/list", nil); rep.Status != 404 {
+			t.Fatalf("after DELETE: got %d, want 404", rep.Status)
+		}
+		if rep := cc.call("ping", nil); rep.Status != 404 {
+			t.Fatalf("ping after DELETE: got %d, want 404", rep.Status)
+		}
+	})
+}
+
+func TestCollisionsAndPrefix(t *testing.T) {
+	g := startGateway(t, [][2]any{
+		{"a", stdioServer("a")},
+		{"b", stdioServer("b")},
+		{"c", stdioServer("c", "toolPrefix", "c_")},
+	}, nil)
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	names, _ := toolObjects(t, c.call("tools/list", nil))
+	count := map[string]int{}
+	for _, n := range names {
+		count[n]++
+	}
+	if count["echo"] != 1 || count["c_echo"] != 1 {
+		t.Fatalf("tools: %v", names)
+	}
+	aPid, cPid := c.toolText("pid", map[string]any{}), c.toolText("c_pid", map[string]any{})
+	if aPid == cPid {
+		t.Fatalf("c_pid reached the same process as pid")
+	}
+	resp, err := http.Get(g.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Upstreams []struct {
+			Name     string
+			Shadowed []string
+		}
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	for _, u := range st.Upstreams {
+		switch u.Name {
+		case "b":
+			if len(u.Shadowed) == 0 {
+				t.Errorf("b shadows nothing in status: %+v", u)
+			}
+		case "a", "c":
+			if len(u.Shadowed) != 0 {
+				t.Errorf("%s shadowed: %v", u.Name, u.Shadowed)
+			}
+		}
+	}
+}
+
+func TestReloadKeepsSessionsAndUnchangedServers(t *testing.T) {
+	a := stdioServer("a")
+	g := startGateway(t, [][2]any{{"a", a}}, nil)
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	pid := c.toolText("pid", map[string]any{})
+
+	g.applyReload(t, [][2]any{{"a", a}, {"b", stdioServer("b", "toolPrefix", "b_")}})
+	if got := c.toolText("pid", map[string]any{}); got != pid {
+		t.Errorf("unchanged server restarted: pid %s -> %s", pid, got)
+	}
+	names, _ := toolObjects(t, c.call("tools/list", nil))
+	if !strings.Contains(strings.Join(names, ","), "b_echo") {
+		t.Errorf("new server's tools missing after reload: %v", names)
+	}
+	bPid := c.toolText("b_pid", map[string]any{})
+
+	g.applyReload(t, [][2]any{{"b", stdioServer("b", "toolPrefix", "b_")}})
+	if rep := c.call("tools/call", map[string]any{"name": "pid", "arguments": map[string]any{}}); rep.code() != -32601 {
+		t.Errorf("removed server's tool still callable: %s", rep.Body)
+	}
+	if got := c.toolText("b_pid", map[string]any{}); got != bPid {
+		t.Errorf("b restarted by an unrelated reload: %s -> %s", bPid, got)
+	}
+	if !processGone(pid) {
+		t.Errorf("removed server's process %s still exists", pid)
+	}
+}
+
+func TestLegacySSEClient(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	req, _ := http.NewRequest(http.MethodGet, g.url+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan [2]string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var ev string
+		for sc.Scan() {
+			line := sc.Text()
+			if e, ok := strings.CutPrefix(line, "event: "); ok {
+				ev = e
+			} else if d, ok := strings.CutPrefix(line, "data: "); ok {
+				events <- [2]string{ev, d}
+			}
+		}
+	}()
+	// next returns the next event, skipping notifications (list_changed
+	// is broadcast when the lazily started upstream lists its tools).
+	next := func() [2]string {
+		for {
+			select {
+			case e := <-events:
+				if e[0] == "message" && !strings.Contains(e[1], `"id"`) {
+					continue
+				}
+				return e
+			case <-time.After(20 * time.Second):
+				t.Fatal("no SSE event in 20s")
+			}
+		}
+	}
+	ep := next()
+	if ep[0] != "endpoint" || !strings.HasPrefix(ep[1], "/message?sessionId=") {
+		t.Fatalf("first event %v", ep)
+	}
+	post := func(body string) {
+		r, err := http.Post(g.url+ep[1], "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST %s: %d", body, r.StatusCode)
+		}
+	}
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`)
+	if e := next(); !strings.Contains(e[1], `"protocolVersion"`) {
+		t.Fatalf("initialize reply %v", e)
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	if e := next(); !strings.Contains(e[1], `"id":2`) || !strings.Contains(e[1], `"hi"`) {
+		t.Fatalf("echo reply %v", e)
+	}
+	post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}`)
+	if e := next(); !strings.Contains(e[1], `"code":-32601`) {
+		t.Fatalf("unknown tool reply %v", e)
+	}
+	r, err := http.Post(g.url+"/message?sessionId=nope", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown legacy session: %d, want 404", r.StatusCode)
+	}
+}

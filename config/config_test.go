@@ -1,0 +1,146 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadDefaults(t *testing.T) {
+	cfg, err := Load(envOf(map[string]string{"HOME": "/home/u"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr() != "127.0.0.1:8080" || cfg.CallTimeout != 30*time.Second || cfg.ShutdownTimeout != 30*time.Second || cfg.EnableCORS || cfg.LogFormat != "text" {
+		t.Errorf("unexpected defaults: %+v", cfg)
+	}
+	if cfg.DataDir != "/home/u/.local/state/switchboard" {
+		t.Errorf("DataDir = %q", cfg.DataDir)
+	}
+}
+
+func TestLoadCORSAliases(t *testing.T) {
+	for _, name := range []string{"MCP_ENABLE_CORS", "MCP_SERVER_ENABLE_CORS"} {
+		cfg, err := Load(envOf(map[string]string{name: "true", "MCP_SERVER_CORS_ORIGINS": "https://a.example, http://b.example:3000"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.EnableCORS {
+			t.Errorf("%s=true did not enable CORS", name)
+		}
+		if diff := cmp.Diff([]string{"https://a.example", "http://b.example:3000"}, cfg.CORSOrigins); diff != "" {
+			t.Errorf("origins (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// Every problem is reported at once, each naming its variable.
+func TestLoadReportsAllProblems(t *testing.T) {
+	_, err := Load(envOf(map[string]string{
+		"MCP_SERVER_PORT":           "99999",
+		"MCP_SERVER_CALL_TIMEOUT":   "soon",
+		"MCP_SERVER_LOG_FORMAT":     "xml",
+		"MCP_SERVER_LOG_LEVEL":      "loud",
+		"MCP_SERVER_MAX_BODY_BYTES": "10",
+		"MCP_SERVER_CORS_ORIGINS":   "not a url",
+	}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, v := range []string{"MCP_SERVER_PORT", "MCP_SERVER_CALL_TIMEOUT", "MCP_SERVER_LOG_FORMAT", "MCP_SERVER_LOG_LEVEL", "MCP_SERVER_MAX_BODY_BYTES", "MCP_SERVER_CORS_ORIGINS"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("error does not name %s:\n%v", v, err)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := envOf(map[string]string{"TOKEN": "s3cret", "EMPTY": ""})
+	tests := []struct {
+		in, want string
+		missing  []string
+	}{
+		{"plain", "plain", nil},
+		{"Bearer ${TOKEN}", "Bearer s3cret", nil},
+		{"${TOKEN}${TOKEN}", "s3crets3cret", nil},
+		{"${NOPE}", "", []string{"NOPE"}},
+		{"${EMPTY:-dflt}", "dflt", nil},
+		{"$TOKEN and ${ not closed", "$TOKEN and ${ not closed", nil},
+		{"${1BAD}", "${1BAD}", nil},
+	}
+	for _, tt := range tests {
+		got, missing := Expand(tt.in, env)
+		if got != tt.want || !cmp.Equal(tt.missing, missing) {
+			t.Errorf("Expand(%q) = %q, %v; want %q, %v", tt.in, got, missing, tt.want, tt.missing)
+		}
+	}
+}
+
+func TestParseServers(t *testing.T) {
+	file := `{"mcpServers": {
+	  "zeta":   {"command": "zeta-mcp", "args": ["--token", "${TOKEN}"], "env": {"K": "${TOKEN}"}},
+	  "alpha":  {"url": "https://example.com/sse", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+	  "stream": {"url": "https://example.com/mcp", "toolPrefix": "s_", "callTimeout": "5s"},
+	  "vscode": {"type": "sse", "url": "https://example.com/events"},
+	  "broken": {"command": "x", "env": {"A": "${MISSING_ONE}"}},
+	  "off":    {"command": "y", "disabled": true}
+	}}`
+	specs, err := ParseServers([]byte(file), envOf(map[string]string{"TOKEN": "t0k"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"zeta", "alpha", "stream", "vscode", "broken"}, names); diff != "" {
+		t.Errorf("file order not kept (-want +got):\n%s", diff)
+	}
+	if s := specs[0]; s.Transport != switchboard.TransportStdio || s.Args[1] != "t0k" || s.Env["K"] != "t0k" {
+		t.Errorf("zeta: %+v", s)
+	}
+	if s := specs[1]; s.Transport != switchboard.TransportSSE || s.Headers["Authorization"] != "Bearer t0k" {
+		t.Errorf("alpha: %+v", s)
+	}
+	if s := specs[2]; s.Transport != switchboard.TransportStreamableHTTP || s.ToolPrefix != "s_" || s.CallTimeout != 5*time.Second {
+		t.Errorf("stream: %+v", s)
+	}
+	if s := specs[3]; s.Transport != switchboard.TransportSSE {
+		t.Errorf("vscode type: %+v", s)
+	}
+	b := specs[4]
+	if !errors.Is(b.Err, switchboard.ErrConfig) || !strings.Contains(b.Err.Error(), "MISSING_ONE") || !strings.Contains(b.Err.Error(), `"broken"`) {
+		t.Errorf("broken: err = %v; want ErrConfig naming MISSING_ONE and the server", b.Err)
+	}
+}
+
+func TestParseServersRejects(t *testing.T) {
+	tests := map[string]string{
+		"not json":      `{`,
+		"no mcpServers": `{"other": {}}`,
+		"both":          `{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}`,
+		"neither":       `{"mcpServers": {"a": {}}}`,
+		"bad transport": `{"mcpServers": {"a": {"url": "http://h", "transport": "carrier-pigeon"}}}`,
+		"bad url":       `{"mcpServers": {"a": {"url": "ftp://h"}}}`,
+		"bad name":      `{"mcpServers": {"../etc": {"command": "x"}}}`,
+		"duplicate":     `{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
+		"bad timeout":   `{"mcpServers": {"a": {"command": "x", "callTimeout": "-1s"}}}`,
+		"unknown field": `{"mcpServers": {"a": {"command": "x", "args": "not-a-list"}}}`,
+		"servers array": `{"mcpServers": []}`,
+	}
+	for name, file := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseServers([]byte(file), envOf(nil))
+			if !errors.Is(err, switchboard.ErrInvalid) {
+				t.Errorf("err = %v; want ErrInvalid", err)
+			}
+		})
+	}
+}
