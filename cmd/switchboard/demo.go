@@ -57,4 +57,3 @@ func serveDemo(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	return nil
 }
-
