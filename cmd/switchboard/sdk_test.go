@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sdkConnect opens a session with the official go-sdk client, letting it
+// negotiate the protocol version itself (it tries 2026-07-28 and falls
+// back, since the gateway speaks the session-based versions).
+func sdkConnect(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func text(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatalf("empty result")
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+func TestGoSDKClient(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	progress := make(chan *mcp.ProgressNotificationParams, 16)
+	changed := make(chan struct{}, 4)
+	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("negotiated %q, want 2025-11-25", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.Tools {
+		names = append(names, tl.Name)
+	}
+	for _, want := range []string{"echo", "exotic", "rpc_error", "slow", "progress", "crash"} {
+		if !strings.Contains(","+strings.Join(names, ",")+",", ","+want+",") {
+			t.Errorf("tool %s missing from %v", want, names)
+		}
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "héllo"}})
+	if err != nil || text(t, res) != "héllo" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+
+	t.Run("error codes", func(t *testing.T) {
+		for _, tc := range []struct {
+			tool string
+			args any
+			code int64
+		}{
+			{"rpc_error", map[string]any{}, -32602},
+			{"no_such_tool", map[string]any{}, -32601},
+		} {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != tc.code {
+				t.Errorf("%s: err %v, want JSON-RPC code %d", tc.tool, err, tc.code)
+			}
+			if tc.tool == "rpc_error" && je != nil && string(je.Data) != `{"field":"x"}` {
+				t.Errorf("rpc_error data %s", je.Data)
+			}
+		}
+	})
+
+	t.Run("progress forwarded with the client's token", func(t *testing.T) {
+		p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": 3}}
+		p.SetProgressToken("client-token-7")
+		res, err := cs.CallTool(ctx, p)
+		if err != nil || text(t, res) != "done" {
+			t.Fatalf("progress: %v %v", res, err)
+		}
+		for i := 1; i <= 3; i++ {
+			select {
+			case n := <-progress:
+				if n.ProgressToken != "client-token-7" || n.Progress != float64(i) {
+					t.Errorf("progress %d: %+v", i, n)
+				}
+			case <-ctx.Done():
+				t.Fatalf("progress %d never arrived", i)
+			}
+		}
+	})
+
+	t.Run("cancellation forwarded upstream", func(t *testing.T) {
+		cctx, ccancel := context.WithCancel(ctx)
+		p := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 60000}}
+		p.SetProgressToken("slow-1")
+		errc := make(chan error, 1)
+		go func() {
+			_, err := cs.CallTool(cctx, p)
+			errc <- err
+		}()
+		// The fixture reports "started" once its handler runs.
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			t.Fatal("slow never started")
+		}
+		ccancel()
+		if err := <-errc; err == nil {
+			t.Fatal("cancelled call succeeded")
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cancelled_count", Arguments: map[string]any{"atLeast": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(text(t, res)); n < 1 {
+			t.Fatalf("upstream saw %d cancellations", n)
+		}
+	})
+
+	t.Run("list_changed reaches the client", func(t *testing.T) {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_tool", Arguments: map[string]any{"name": "fresh"}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatal("no list_changed with the new tool")
+			}
+			lt, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tl := range lt.Tools {
+				if tl.Name == "fresh" {
+					return
+				}
+			}
+		}
+	})
+}
