@@ -57,14 +57,15 @@ func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(s
 			c.tr = sse
 		}
 	default:
+		// We pin a legacy protocol version on purpose (sessions and the
+		// GET stream carry list_changed), so the deprecation does not apply.
+		//lint:ignore SA1019 legacy protocol pinned on purpose
+		listen := transport.WithContinuousListening()
 		c.tr, err = transport.NewStreamableHTTP(spec.URL,
 			transport.WithHTTPHeaders(spec.Headers),
 			transport.WithHTTPBasicClient(httpc),
 			transport.WithHTTPLogger(log),
-			// We pin a legacy protocol version on purpose (sessions and
-			// the GET stream carry list_changed), so the deprecation does
-			// not apply.
-			transport.WithContinuousListening()) //lint:ignore SA1019 legacy protocol pinned on purpose
+			listen)
 	}
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: %v", spec.Name, err)
