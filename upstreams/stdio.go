@@ -100,12 +100,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, onNote f
 		// The message names the command but not its environment.
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot start %q: %v", spec.Name, spec.Command, unwrapExec(err))
 	}
-	go c.readLoop(stdout)
-	go func() {
-		c.waitErr = cmd.Wait()
-		close(c.exited)
-		c.markDone()
-	}()
+	go c.run(stdout)
 	return c, nil
 }
 
@@ -135,8 +130,25 @@ func (c *stdioConn) markDone() {
 
 func (c *stdioConn) done() <-chan struct{} { return c.doneCh }
 
+// run reads until stdout ends, then reaps the child. Wait must come after
+// the last read (it closes the pipe), and the connection is marked lost
+// once the exit status is known, so status can say how the child ended. A
+// child that closes stdout but keeps running is marked lost after a second.
+func (c *stdioConn) run(stdout io.Reader) {
+	c.readLoop(stdout)
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+		c.markDone()
+	}()
+	select {
+	case <-c.exited:
+	case <-time.After(time.Second):
+	}
+	c.markDone()
+}
+
 func (c *stdioConn) readLoop(stdout io.Reader) {
-	defer c.markDone()
 	r := bufio.NewReaderSize(stdout, 64<<10)
 	for {
 		line, err := readLine(r)
