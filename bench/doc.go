@@ -1,0 +1,36 @@
+// Package bench holds Switchboard's performance benchmarks. It has no
+// library code: everything is in its _test.go files, and nothing runs in a
+// plain `go test ./...` beyond a fast smoke test of the harness.
+//
+// Run the benchmarks (without -race, on an otherwise idle machine) with
+//
+//	go test -run '^$' -bench . -benchtime 5s ./bench
+//
+// They measure, in the same run:
+//
+//   - BenchmarkEcho: N concurrent go-sdk client sessions (BENCH_SESSIONS,
+//     default 8) calling the fixture's echo tool in a loop, directly against
+//     the fixture served over streamable HTTP (in this process, "direct",
+//     and in a child process, "direct-process") and through an in-process
+//     gateway whose upstream is the fixture as a stdio child
+//     ("gateway-stdio"). Reports calls/s, p50 and p99 latency, CPU per call
+//     (this process plus the fixture's) and, on the gateway line, the ratio
+//     of its calls/s to each direct one (target >= 0.75).
+//   - BenchmarkToolsList: tools/list over raw HTTP JSON-RPC (one keep-alive
+//     connection) against a gateway with BENCH_UPSTREAMS (default 50) stdio
+//     fixtures of BENCH_UPSTREAM_TOOLS (default 20) extra tools each
+//     (target p50 < 1 ms).
+//   - BenchmarkIdleMemory: VmRSS of a separately built (go build) and
+//     started gateway process, idle and with BENCH_MEMORY_SESSIONS (default
+//     1000) idle sessions open (targets < 40 MB idle, < +50 MB for 1000
+//     sessions).
+//
+// The machine's other load shows in every number: on a small shared
+// machine, compare runs with -count and benchstat rather than one run.
+//
+// A summary with every number and the targets is printed after the run.
+// Targets are printed, never asserted.
+//
+// BENCH_MEMORY=1 also runs the memory measurement as a test (TestIdleMemory)
+// for a quick look without -bench.
+package bench
