@@ -40,8 +40,8 @@ type stdioConn struct {
 	stderr *ring
 	log    *slog.Logger
 
-	writeMu sync.Mutex
-	nextID  atomic.Int64
+	writes chan []byte
+	nextID atomic.Int64
 
 	mu      sync.Mutex
 	pending map[string]chan message
@@ -93,7 +93,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, onNote f
 		return nil, err
 	}
 	c := &stdioConn{cmd: cmd, stdin: stdin, stderr: newRing(16 << 10), log: log,
-		pending: map[string]chan message{}, onNote: onNote,
+		pending: map[string]chan message{}, onNote: onNote, writes: make(chan []byte, 64),
 		doneCh: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
@@ -101,6 +101,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, onNote f
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot start %q: %v", spec.Name, spec.Command, unwrapExec(err))
 	}
 	go c.run(stdout)
+	go c.writeLoop()
 	return c, nil
 }
 
@@ -196,7 +197,10 @@ func (c *stdioConn) dispatch(line []byte) {
 		} else {
 			resp["error"] = rpcErrorWire{Code: switchboard.CodeMethodNotFound, Message: "switchboard does not offer " + m.Method}
 		}
-		_ = c.write(resp)
+		// Never block the reader on a full queue.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = c.write(ctx, resp)
+		cancel()
 	case m.Method != "":
 		if c.onNote != nil {
 			c.onNote(m.Method, m.Params)
@@ -212,23 +216,39 @@ func (c *stdioConn) dispatch(line []byte) {
 	}
 }
 
-func (c *stdioConn) write(v any) error {
+// write queues one message for the writer goroutine, giving up when ctx
+// ends: a child that stops reading stdin fills the pipe, and a call must
+// still return at its deadline rather than block in write(2).
+func (c *stdioConn) write(ctx context.Context, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
 	select {
+	case c.writes <- b:
+		return nil
 	case <-c.doneCh:
 		return errConnLost
-	default:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if _, err := c.stdin.Write(b); err != nil {
-		return errConnLost
+}
+
+// writeLoop is the only writer of stdin. It ends when stdin is closed or
+// the connection is lost.
+func (c *stdioConn) writeLoop() {
+	for {
+		select {
+		case b := <-c.writes:
+			if _, err := c.stdin.Write(b); err != nil {
+				c.markDone()
+				return
+			}
+		case <-c.doneCh:
+			return
+		}
 	}
-	return nil
 }
 
 func (c *stdioConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
@@ -247,7 +267,7 @@ func (c *stdioConn) call(ctx context.Context, method string, params any) (json.R
 	if params != nil {
 		req["params"] = params
 	}
-	if err := c.write(req); err != nil {
+	if err := c.write(ctx, req); err != nil {
 		c.forget(id)
 		return nil, err
 	}
@@ -260,7 +280,9 @@ func (c *stdioConn) call(ctx context.Context, method string, params any) (json.R
 	case <-ctx.Done():
 		c.forget(id)
 		// Tell the server to stop working on it; best effort.
-		_ = c.notify(context.Background(), "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.notify(ctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)})
 		return nil, ctx.Err()
 	}
 }
@@ -288,19 +310,19 @@ func (c *stdioConn) forget(id string) {
 	c.mu.Unlock()
 }
 
-func (c *stdioConn) notify(_ context.Context, method string, params any) error {
+func (c *stdioConn) notify(ctx context.Context, method string, params any) error {
 	n := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		n["params"] = params
 	}
-	return c.write(n)
+	return c.write(ctx, n)
 }
 
 // close ends the child: stdin closed, SIGTERM to its process group, and
 // SIGKILL to the group if it is still there after the stop timeout. It
 // returns once the child has been reaped.
 func (c *stdioConn) close() error {
-	// Not under writeMu: a write blocked on a full pipe must not block close.
+	// Closing stdin also unblocks a writeLoop stuck on a full pipe.
 	_ = c.stdin.Close()
 	pgid := c.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
