@@ -88,18 +88,25 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, onNote f
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: Wait then leaves the read end
+	// alone, so the exit is noticed even while a descendant still holds
+	// stdout, and no final message is lost to Wait closing the pipe.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdout = pw
 	c := &stdioConn{cmd: cmd, stdin: stdin, stderr: newRing(16 << 10), log: log,
 		pending: map[string]chan message{}, onNote: onNote, writes: make(chan []byte, 64),
 		doneCh: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
+		_ = stdout.Close()
+		_ = pw.Close()
 		// The message names the command but not its environment.
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot start %q: %v", spec.Name, spec.Command, unwrapExec(err))
 	}
+	_ = pw.Close()
 	go c.run(stdout)
 	go c.writeLoop()
 	return c, nil
@@ -131,17 +138,25 @@ func (c *stdioConn) markDone() {
 
 func (c *stdioConn) done() <-chan struct{} { return c.doneCh }
 
-// run reads until stdout ends, then reaps the child. Wait must come after
-// the last read (it closes the pipe), and the connection is marked lost
-// once the exit status is known, so status can say how the child ended. A
-// child that closes stdout but keeps running is marked lost after a second.
-func (c *stdioConn) run(stdout io.Reader) {
-	c.readLoop(stdout)
+// run reads until stdout ends while another goroutine reaps the child.
+// The connection is marked lost once the exit status is known (so status
+// can say how the child ended) and the last messages were read; a child
+// that closes stdout but keeps running, or exits while a descendant keeps
+// stdout open, is marked lost after a second.
+func (c *stdioConn) run(stdout *os.File) {
+	readDone := make(chan struct{})
 	go func() {
 		c.waitErr = c.cmd.Wait()
 		close(c.exited)
+		select {
+		case <-readDone:
+		case <-time.After(time.Second):
+			_ = stdout.Close() // unblocks the reader
+		}
 		c.markDone()
 	}()
+	c.readLoop(stdout)
+	close(readDone)
 	select {
 	case <-c.exited:
 	case <-time.After(time.Second):
@@ -280,9 +295,9 @@ func (c *stdioConn) call(ctx context.Context, method string, params any) (json.R
 	case <-ctx.Done():
 		c.forget(id)
 		// Tell the server to stop working on it; best effort.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = c.notify(ctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)})
+		_ = c.notify(nctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)})
 		return nil, ctx.Err()
 	}
 }
