@@ -1,0 +1,217 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+)
+
+func prefixed(spec switchboard.ServerSpec, prefix string) switchboard.ServerSpec {
+	spec.ToolPrefix = prefix
+	return spec
+}
+
+// TestApplyReload: unchanged servers keep their connection, a changed
+// server in use connects its replacement before the old one closes, and a
+// removed server's child is reaped before Apply returns.
+func TestApplyReload(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "report")
+	// The "change" server reports, when it starts, whether the process
+	// named by OLD_PID is still alive.
+	changeEnv := map[string]string{
+		"BIN": fixtureBin, "REPORT": report,
+		mcptest.EnvFixture: "stdio", mcptest.EnvFixtureName: "change",
+	}
+	change := prefixed(shellScript(t, "change", `if [ -n "$OLD_PID" ]; then
+  if kill -0 "$OLD_PID" 2>/dev/null; then echo alive > "$REPORT"; else echo dead > "$REPORT"; fi
+fi
+exec "$BIN"
+`, changeEnv), "change_")
+
+	h := newHarness(t, testOptions())
+	keep := prefixed(stdioSpec("keep"), "keep_")
+	remove := prefixed(stdioSpec("remove"), "remove_")
+	h.apply(keep, change, remove)
+	h.tools()
+	keepPid, changePid, removePid := h.pid("keep_pid"), h.pid("change_pid"), h.pid("remove_pid")
+
+	// Reload: keep unchanged, change gets a new env, remove goes, added
+	// is new.
+	change2 := change
+	change2.Env = map[string]string{"OLD_PID": strconv.Itoa(changePid)}
+	for k, v := range changeEnv {
+		change2.Env[k] = v
+	}
+	added := prefixed(stdioSpec("added"), "added_")
+	h.apply(keep, change2, added)
+
+	// Straight after Apply: the replacement is connected, the removed and
+	// replaced children are gone (reaped), nothing new was started lazily.
+	if st := h.status("change"); st.State != switchboard.StateReady {
+		t.Errorf("replacement state right after Apply = %q, want ready (connected during Apply)", st.State)
+	}
+	if !processGone(removePid) {
+		t.Errorf("removed server's child %d still exists after Apply", removePid)
+	}
+	if !processGone(changePid) {
+		t.Errorf("replaced server's old child %d still exists after Apply", changePid)
+	}
+	if st := h.status("added"); st.State != switchboard.StateIdle {
+		t.Errorf("new server state = %q, want idle (lazy)", st.State)
+	}
+	if n := countState(h.statesOf("keep"), switchboard.StateConnecting); n > 1 {
+		t.Errorf("unchanged server connected %d times", n)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("replacement never reported: %v", err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "alive" {
+		t.Errorf("when the replacement started, the old child was %s; want alive (new connects before old closes)", got)
+	}
+
+	var names []string
+	for _, s := range h.m.Status() {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"keep", "change", "added"}, names); diff != "" {
+		t.Errorf("status servers (-want +got):\n%s", diff)
+	}
+	cat := h.m.Catalog()
+	if _, ok := cat.Lookup("remove_pid"); ok {
+		t.Error("removed server's tools still in the catalog")
+	}
+	if _, ok := cat.Lookup("change_pid"); !ok {
+		t.Error("replaced server's tools missing from the catalog")
+	}
+	if _, err := h.call("remove_pid", "{}"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Errorf("call to a removed server's tool: err = %v, want ErrNotFound", err)
+	}
+
+	if got := h.pid("keep_pid"); got != keepPid {
+		t.Errorf("unchanged server pid = %d, want %d (connection kept)", got, keepPid)
+	}
+	if got := h.pid("change_pid"); got == changePid {
+		t.Errorf("changed server still answered by the old process %d", got)
+	}
+	if got := h.pid("added_pid"); got == keepPid {
+		t.Errorf("added server answered by keep's process")
+	}
+}
+
+// TestApplyUnusedChangeStaysLazy: replacing a server that was never used
+// starts nothing.
+func TestApplyUnusedChangeStaysLazy(t *testing.T) {
+	h := newHarness(t, testOptions())
+	h.apply(stdioSpec("fx"))
+	changed := stdioSpec("fx")
+	changed.Env["X"] = "1"
+	h.apply(changed)
+	if st := h.status("fx"); st.State != switchboard.StateIdle {
+		t.Errorf("state = %q, want idle", st.State)
+	}
+	if ev := h.eventsSnapshot(); len(ev) != 0 {
+		t.Errorf("state changes = %v, want none", ev)
+	}
+}
+
+// TestClose: Close stops every child (and its process group) and leaves
+// no goroutines behind.
+func TestClose(t *testing.T) {
+	ts := httptest.NewServer(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
+	defer ts.Close()
+	sse := httptest.NewServer(mcptest.SSEHandler(mcptest.Options{Name: "sse"}))
+	defer sse.Close()
+
+	baseline := runtime.NumGoroutine()
+
+	grandPidFile := filepath.Join(t.TempDir(), "grandchild")
+	grand := prefixed(shellScript(t, "grand", `sleep 300 </dev/null >/dev/null 2>&1 &
+echo $! > "$GRANDPID"
+exec "$BIN"
+`, map[string]string{"GRANDPID": grandPidFile, "BIN": fixtureBin, mcptest.EnvFixture: "stdio"}), "g_")
+
+	h := newHarness(t, testOptions())
+	h.apply(
+		prefixed(stdioSpec("one"), "one_"),
+		prefixed(stdioSpec("two"), "two_"),
+		grand,
+		switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL, ToolPrefix: "h_"},
+		switchboard.ServerSpec{Name: "sse", Transport: switchboard.TransportSSE, URL: sse.URL, ToolPrefix: "s_"},
+	)
+	h.tools()
+	for _, s := range h.m.Status() {
+		if s.State != switchboard.StateReady {
+			t.Fatalf("%s not ready: %+v", s.Name, s)
+		}
+	}
+	pids := []int{h.pid("one_pid"), h.pid("two_pid"), h.pid("g_pid")}
+	b, err := os.ReadFile(grandPidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if processGone(grandPid) {
+		t.Fatal("grandchild already gone before Close")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := h.m.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, pid := range pids {
+		if !processGone(pid) {
+			t.Errorf("child %d still exists after Close", pid)
+		}
+	}
+	// The grandchild got the group's signal; it is not ours to reap, so
+	// give the kernel (and init) a bounded moment.
+	pollUntil(t, "grandchild to die", func() bool { return processGone(grandPid) })
+	pollUntil(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
+
+	if _, err := h.call("one_echo", `{"text":"x"}`); err == nil {
+		t.Error("call after Close succeeded")
+	}
+}
+
+// pollUntil is for conditions no channel reports (processes we do not own,
+// goroutine counts): it polls with a hard deadline.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("timed out waiting for %s\n%s", what, buf[:runtime.Stack(buf, true)])
+		}
+		<-tick.C
+	}
+}
+
+func countState(states []switchboard.ServerState, st switchboard.ServerState) int {
+	n := 0
+	for _, s := range states {
+		if s == st {
+			n++
+		}
+	}
+	return n
+}
