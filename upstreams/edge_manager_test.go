@@ -17,7 +17,6 @@ import (
 // TestOnStateInOrder: OnState reports every change in the order the
 // changes happened, so a consumer (metrics) ends on the current state.
 func TestOnStateInOrder(t *testing.T) {
-	t.Skip("known bug, not fixed yet: OnState callbacks run on separate goroutines and can be reported out of order")
 	h := newHarness(t, testOptions())
 	spec := switchboard.ServerSpec{Name: "missing", Transport: switchboard.TransportStdio, Command: "/nonexistent/switchboard-test-command"}
 	h.apply(spec)

@@ -376,7 +376,8 @@ func startRawFixture(t *testing.T, name string) *rawFixture {
 	}
 	f := &rawFixture{t: t, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
 	t.Cleanup(func() {
-		_ = stdin.Close() // the fixture exits on EOF
+		_ = stdin.Close()
+		_ = cmd.Process.Kill() // quicker than waiting for it to notice EOF
 		_ = cmd.Wait()
 	})
 	f.request("initialize", `{"protocolVersion":"`+ProtocolVersion+`","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}`)

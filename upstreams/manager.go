@@ -295,6 +295,8 @@ func (m *Manager) Close(ctx context.Context) error {
 		m.mu.Lock()
 		order := m.order
 		m.order, m.byName = nil, map[string]*upstream{}
+		m.version++
+		m.catalog.Store(switchboard.NewCatalog(m.version, nil))
 		m.mu.Unlock()
 		var wg sync.WaitGroup
 		for _, u := range order {

@@ -100,12 +100,33 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 	default:
 	}
 	id := mcp.NewRequestId(c.nextID.Add(1))
-	resp, err := c.tr.SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
+	// mcp-go's SSE client arms its own timer from ctx's deadline and races
+	// it against ctx, so it can give up a moment before ctx ends with an
+	// error that is not ctx's. Hand it a context without the deadline that
+	// ends when ctx does: a deadline is then always reported as one.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	// A lost SSE stream never answers: fail calls in flight at once.
+	go func() {
+		select {
+		case <-c.doneCh:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	resp, err := c.tr.SendRequest(sctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
 	if err != nil {
 		if ctx.Err() != nil {
 			// HTTP transports do not tell the server; we do.
 			_ = c.notify(context.Background(), "notifications/cancelled", map[string]any{"requestId": id, "reason": cancelReason(ctx)})
 			return nil, ctx.Err()
+		}
+		select {
+		case <-c.doneCh:
+			return nil, errConnLost
+		default:
 		}
 		if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) {
 			// The server forgot our session (restart): rebuild and

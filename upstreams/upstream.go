@@ -49,6 +49,10 @@ type upstream struct {
 	closed       bool
 	shadowed     []string
 	debounce     *time.Timer
+	// OnState reports not delivered yet, in order, and whether a
+	// goroutine is delivering them.
+	stateQueue      []switchboard.ServerState
+	stateDelivering bool
 
 	progressSeq atomic.Int64
 	progress    sync.Map // upstream token string -> *progressSink
@@ -91,10 +95,32 @@ func (u *upstream) setStateLocked(st switchboard.ServerState) {
 		return
 	}
 	u.state = st
-	if fn := u.m.opts.OnState; fn != nil {
-		name := u.spec.Name
-		u.wg.Go(func() { fn(name, st) })
+	fn := u.m.opts.OnState
+	if fn == nil {
+		return
 	}
+	// One goroutine at a time drains the queue, so reports arrive in the
+	// order the changes happened.
+	u.stateQueue = append(u.stateQueue, st)
+	if u.stateDelivering {
+		return
+	}
+	u.stateDelivering = true
+	name := u.spec.Name
+	u.wg.Go(func() {
+		for {
+			u.mu.Lock()
+			if len(u.stateQueue) == 0 {
+				u.stateDelivering = false
+				u.mu.Unlock()
+				return
+			}
+			next := u.stateQueue[0]
+			u.stateQueue = u.stateQueue[1:]
+			u.mu.Unlock()
+			fn(name, next)
+		}
+	})
 }
 
 // ensure returns a live connection, connecting first if needed. Concurrent
@@ -305,6 +331,14 @@ func (u *upstream) lostLocked() {
 	u.lastErr = msg
 	// Reap the child / release the transport without holding the lock.
 	u.wg.Go(func() { _ = c.close() })
+	// An SSE stream is re-established in the background, whoever noticed
+	// the loss first (the watcher or a failing call); stdio and streamable
+	// upstreams reconnect on next use.
+	if u.spec.Transport == switchboard.TransportSSE && !u.closed && !u.reconnecting {
+		u.reconnecting = true
+		u.lastErr = "SSE stream lost; reconnecting"
+		u.wg.Go(u.reconnectLoop)
+	}
 }
 
 // watch notices a lost connection as soon as it happens, so status is
@@ -322,15 +356,7 @@ func (u *upstream) watch(c conn) {
 	}
 	u.lostLocked()
 	u.log.Warn("upstream connection lost", "detail", u.lastErr)
-	sse := u.spec.Transport == switchboard.TransportSSE
-	if sse {
-		u.reconnecting = true
-		u.lastErr = "SSE stream lost; reconnecting"
-	}
 	u.mu.Unlock()
-	if sse {
-		u.reconnectLoop()
-	}
 }
 
 // reconnectLoop re-establishes a lost SSE stream with exponential backoff.
@@ -367,11 +393,20 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 	switch method {
 	case "notifications/tools/list_changed":
 		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.closed {
+			return // no goroutine may join u.wg once close waits on it
+		}
 		if u.debounce != nil {
 			u.debounce.Stop()
 		}
-		u.debounce = time.AfterFunc(u.m.opts.ListDebounce, func() { u.wg.Go(u.relist) })
-		u.mu.Unlock()
+		u.debounce = time.AfterFunc(u.m.opts.ListDebounce, func() {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if !u.closed {
+				u.wg.Go(u.relist)
+			}
+		})
 	case "notifications/progress":
 		var p map[string]json.RawMessage
 		if json.Unmarshal(params, &p) != nil {
