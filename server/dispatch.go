@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -132,14 +133,47 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		key := session + "\x00" + string(m.ID)
 		s.inflight.Store(key, cancel)
 		defer s.inflight.Delete(key)
+		start := time.Now()
 		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)
 		if err != nil {
 			s.log.Debug("tool call failed", "session_id", session, "tool", *p.Name, "err", err)
-			return errorResponse(m.ID, toRPCError(err))
+			rpc := toRPCError(err)
+			s.observe(ctx, *p.Name, "error", rpc.Code, start)
+			return errorResponse(m.ID, rpc)
 		}
+		outcome := "ok"
+		if isToolError(res) {
+			outcome = "tool_error"
+		}
+		s.observe(ctx, *p.Name, outcome, 0, start)
 		return response(m.ID, res)
 	}
 	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})
+}
+
+// observe reports a call to the Observer, labelled only with names from
+// the catalog (never the client's raw tool name).
+func (s *Server) observe(ctx context.Context, name, outcome string, code int, start time.Time) {
+	if s.opts.Observer == nil {
+		return
+	}
+	server, tool := "", ""
+	if t, ok := s.gw.Tools(ctx).Lookup(name); ok {
+		server, tool = t.Server, t.Name
+	}
+	s.opts.Observer.ObserveCall(s.opts.Project, server, tool, outcome, code, time.Since(start))
+}
+
+// isToolError reports whether a tools/call result has isError true,
+// decoding only when the bytes could say so.
+func isToolError(res json.RawMessage) bool {
+	if !bytes.Contains(res, []byte(`"isError"`)) {
+		return false
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(res, &r) == nil && r.IsError
 }
 
 // cancelled handles notifications/cancelled for a call in flight.

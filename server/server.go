@@ -52,6 +52,19 @@ type Options struct {
 	SessionIdleTTL time.Duration // default 30m
 	Heartbeat      time.Duration // default 25s
 	Logger         *slog.Logger
+	// Project labels this edge's metrics; default "default".
+	Project string
+	// Observer, when set, is told about every tool call.
+	Observer Observer
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
+}
+
+// Observer records tool calls (metrics). server is "" for unknown tools;
+// outcome is "ok", "tool_error" or "error"; code is the JSON-RPC error
+// code or 0.
+type Observer interface {
+	ObserveCall(project, server, tool, outcome string, code int, d time.Duration)
 }
 
 // supportedVersions are the MCP protocol versions the endpoint speaks. The
@@ -101,6 +114,9 @@ func New(gw Gateway, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Project == "" {
+		opts.Project = "default"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{gw: gw, opts: opts, log: opts.Logger, started: time.Now(), ctx: ctx, cancel: cancel,
 		sessions: newSessions(opts.SessionIdleTTL), legacy: newLegacySessions()}
@@ -140,6 +156,9 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("GET /{$}", s.handleStatus)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
 	var h http.Handler = mux
 	if s.opts.CORS {
 		h = cors.New(cors.Options{
@@ -365,6 +384,9 @@ func (s *Server) ToolsChanged() {
 
 // handleStatus answers GET / and a plain GET /mcp with what a human or a
 // monitor wants to see.
+// Sessions is the number of open client sessions, both transports.
+func (s *Server) Sessions() int { return s.sessions.count() + s.legacy.count() }
+
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ups := s.gw.Status()
 	tools := 0
@@ -376,7 +398,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"version":   s.opts.Version,
 		"uptime":    time.Since(s.started).Round(time.Second).String(),
 		"ready":     s.ready.Load(),
-		"sessions":  s.sessions.count() + s.legacy.count(),
+		"sessions":  s.Sessions(),
 		"tools":     tools,
 		"upstreams": ups,
 		"endpoints": map[string]string{"mcp": "/mcp", "sse": "/sse"},

@@ -591,3 +591,40 @@ func TestLegacySSEClient(t *testing.T) {
 		t.Errorf("unknown legacy session: %d, want 404", r.StatusCode)
 	}
 }
+
+// TestMetrics scrapes /metrics after real calls.
+func TestMetrics(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	c.toolText("echo", map[string]any{"text": "x"})
+	c.call("tools/call", map[string]any{"name": "tool_error", "arguments": map[string]any{}})
+	c.call("tools/call", map[string]any{"name": "rpc_error", "arguments": map[string]any{}})
+	c.call("tools/call", map[string]any{"name": "no such tool ' DROP", "arguments": map[string]any{}})
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`switchboard_tool_calls_total{outcome="ok",project="default",server="up",tool="echo"} 1`,
+		`switchboard_tool_calls_total{outcome="tool_error",project="default",server="up",tool="tool_error"} 1`,
+		`switchboard_tool_calls_total{outcome="error",project="default",server="up",tool="rpc_error"} 1`,
+		`switchboard_tool_calls_total{outcome="error",project="default",server="",tool="(unknown)"} 1`,
+		`switchboard_tool_call_errors_total{code="-32602",project="default",server="up"} 1`,
+		`switchboard_tool_call_errors_total{code="-32601",project="default",server=""} 1`,
+		`switchboard_tool_call_duration_seconds_count{project="default",server="up",tool="echo"} 1`,
+		`switchboard_upstream_state{project="default",server="up",state="ready"} 1`,
+		`switchboard_upstream_breaker_open{project="default",server="up"} 0`,
+		`switchboard_upstream_connects_total{project="default",server="up"} 1`,
+		`switchboard_sessions 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(body), "DROP") {
+		t.Errorf("client-supplied tool name became a label")
+	}
+}

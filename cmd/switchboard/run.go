@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/server"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
@@ -69,7 +70,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
+	met := metrics.New()
 	mgr := upstreams.New(upstreams.Options{
+		OnState: func(server string, st switchboard.ServerState) { met.SetState("default", server, st) },
 		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 		StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
 		ListDebounce: cfg.ListDebounce, Logger: log,
@@ -77,7 +80,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	edge := server.New(mgr, server.Options{
 		Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionIdleTTL: cfg.SessionIdleTTL, Heartbeat: cfg.Heartbeat, Logger: log,
+		Observer: met, Metrics: met.Handler(),
 	})
+	met.Sessions(edge.Sessions)
 	mgr.OnToolsChanged(edge.ToolsChanged)
 	mgr.Apply(ctx, specs)
 
