@@ -48,6 +48,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		switch fs.Arg(0) {
 		case "demo-server":
 			return serveDemo(ctx, os.Stdin, stdout)
+		case "healthcheck":
+			return healthcheck(ctx, getenv)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
 		}
@@ -170,8 +172,36 @@ const usage = `switchboard: one MCP endpoint in front of all your MCP servers.
 Usage:
   switchboard              run the gateway (configured by MCP_SERVER_* variables)
   switchboard demo-server  run the built-in demo MCP server on stdio
+  switchboard healthcheck  exit 0 if the gateway on MCP_SERVER_HOST:PORT answers /healthz
   switchboard -version     print the version
 
 With no MCP_SERVER_CONFIG the gateway serves the built-in demo server.
 Send SIGHUP to reload the servers file. See README.md for every variable.
 `
+
+// healthcheck asks a running gateway's /healthz; for images without curl.
+func healthcheck(ctx context.Context, getenv func(string) string) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	host := cfg.Host
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, fmt.Sprint(cfg.Port))+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: /healthz answered %s", resp.Status)
+	}
+	return nil
+}
