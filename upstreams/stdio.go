@@ -239,6 +239,11 @@ func (c *stdioConn) write(ctx context.Context, v any) error {
 	if err != nil {
 		return err
 	}
+	return c.writeRaw(ctx, b)
+}
+
+// writeRaw queues one compact JSON message (it must hold no newline).
+func (c *stdioConn) writeRaw(ctx context.Context, b []byte) error {
 	b = append(b, '\n')
 	select {
 	case c.writes <- b:
@@ -278,11 +283,26 @@ func (c *stdioConn) call(ctx context.Context, method string, params any) (json.R
 	}
 	c.pending[id] = ch
 	c.mu.Unlock()
-	req := map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method}
+	line := make([]byte, 0, 64+len(method))
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = append(line, id...)
+	line = append(line, `,"method":`...)
+	line = append(line, mustJSON(method)...)
 	if params != nil {
-		req["params"] = params
+		raw, ok := params.(json.RawMessage)
+		if !ok {
+			b, err := json.Marshal(params)
+			if err != nil {
+				c.forget(id)
+				return nil, err
+			}
+			raw = b
+		}
+		line = append(line, `,"params":`...)
+		line = append(line, raw...)
 	}
-	if err := c.write(ctx, req); err != nil {
+	line = append(line, '}')
+	if err := c.writeRaw(ctx, line); err != nil {
 		c.forget(id)
 		return nil, err
 	}

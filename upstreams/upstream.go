@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -459,9 +460,18 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
 	}
-	params := map[string]json.RawMessage{"name": mustJSON(name)}
+	// Built by hand to keep the client's argument bytes and key order;
+	// compacting also guarantees no newline reaches a stdio frame.
+	params := make([]byte, 0, len(args)+len(name)+64)
+	params = append(params, `{"name":`...)
+	params = append(params, mustJSON(name)...)
 	if len(args) > 0 {
-		params["arguments"] = args
+		params = append(params, `,"arguments":`...)
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, args); err != nil {
+			return nil, switchboard.Errorf(switchboard.ErrInvalid, "arguments are not valid JSON")
+		}
+		params = append(params, buf.Bytes()...)
 	}
 	if len(meta) > 0 {
 		var mm map[string]json.RawMessage
@@ -474,9 +484,11 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			defer u.progress.Delete(ours)
 			mm["progressToken"] = mustJSON(ours)
 		}
-		params["_meta"] = mustJSON(mm)
+		params = append(params, `,"_meta":`...)
+		params = append(params, mustJSON(mm)...)
 	}
-	res, err := c.call(ctx, "tools/call", params)
+	params = append(params, '}')
+	res, err := c.call(ctx, "tools/call", json.RawMessage(params))
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
 	}
