@@ -136,8 +136,8 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		start := time.Now()
 		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)
 		if err != nil {
-			s.log.Debug("tool call failed", "session_id", session, "tool", *p.Name, "err", err)
 			rpc := toRPCError(err)
+			s.reqLog(ctx).Info("tool call failed", "tool", *p.Name, "code", rpc.Code, "err", err, "duration", time.Since(start))
 			s.observe(ctx, *p.Name, "error", rpc.Code, start)
 			return errorResponse(m.ID, rpc)
 		}
@@ -146,6 +146,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 			outcome = "tool_error"
 		}
 		s.observe(ctx, *p.Name, outcome, 0, start)
+		s.reqLog(ctx).Debug("tool call", "tool", *p.Name, "outcome", outcome, "duration", time.Since(start))
 		return response(m.ID, res)
 	}
 	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})

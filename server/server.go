@@ -169,7 +169,7 @@ func (s *Server) routes() http.Handler {
 			AllowCredentials: false,
 		}).Handler(h)
 	}
-	return s.guard(h)
+	return s.withRequestLog(s.guard(h))
 }
 
 // guard rejects requests from foreign origins (403, per the MCP transport

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"time"
+)
+
+type loggerKey struct{}
+
+// reqLog returns the request's logger (request_id, session_id attached),
+// or the server's.
+func (s *Server) reqLog(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return s.log
+}
+
+// validRequestID accepts a client's X-Request-Id only when it is short and
+// plain, so logs cannot be forged through it.
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// withRequestLog gives every request an id (the client's X-Request-Id when
+// it is plain, else a random one), echoes it in the response and logs the
+// request at debug level with its session.
+func (s *Server) withRequestLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID.MatchString(id) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		attrs := []any{"request_id", id}
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && len(sid) <= 128 {
+			attrs = append(attrs, "session_id", sid)
+		} else if sid := r.URL.Query().Get("sessionId"); sid != "" && len(sid) <= 128 {
+			attrs = append(attrs, "session_id", sid)
+		}
+		log := s.log.With(attrs...)
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), loggerKey{}, log)))
+		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush keeps SSE streaming through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
