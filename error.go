@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors shared by every layer. Edges map them to HTTP statuses and
@@ -73,4 +74,14 @@ func Message(err error) string {
 		}
 	}
 	return ErrInternal.Error()
+}
+
+// Clip shortens a client-supplied name (a tool name, say) before it goes
+// into a message or a log line, so a huge name is not echoed back whole.
+func Clip(s string) string {
+	const max = 128
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
 }

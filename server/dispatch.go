@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -12,6 +13,10 @@ import (
 
 // maxIDLen bounds a request id: ids are echoed back and used as map keys.
 const maxIDLen = 256
+
+// maxExactID is the largest integer every JSON implementation (float64)
+// holds exactly: 2^53-1.
+const maxExactID = 1<<53 - 1
 
 // rpcMessage is one client message, decoded only as far as routing needs.
 type rpcMessage struct {
@@ -42,8 +47,12 @@ func validID(id json.RawMessage) bool {
 		var s string
 		return json.Unmarshal(id, &s) == nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var n json.Number
-		return json.Unmarshal(id, &n) == nil
+		// Only integers a float64 holds exactly: mcp-go (ping,
+		// initialize) decodes ids into float64 and would echo others
+		// changed (123456789012345678901234567890 comes back as
+		// 1.2345678901234568e+29, 1e400 as a parse error).
+		n, err := strconv.ParseInt(string(id), 10, 64)
+		return err == nil && n >= -maxExactID && n <= maxExactID
 	}
 	return false
 }
@@ -137,7 +146,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)
 		if err != nil {
 			rpc := toRPCError(err)
-			s.reqLog(ctx).Info("tool call failed", "tool", *p.Name, "code", rpc.Code, "err", err, "duration", time.Since(start))
+			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
 			s.observe(ctx, *p.Name, "error", rpc.Code, start)
 			return errorResponse(m.ID, rpc)
 		}
@@ -146,7 +155,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 			outcome = "tool_error"
 		}
 		s.observe(ctx, *p.Name, outcome, 0, start)
-		s.reqLog(ctx).Debug("tool call", "tool", *p.Name, "outcome", outcome, "duration", time.Since(start))
+		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
 		return response(m.ID, res)
 	}
 	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})

@@ -17,6 +17,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -66,6 +68,9 @@ type Options struct {
 type Observer interface {
 	ObserveCall(project, server, tool, outcome string, code int, d time.Duration)
 }
+
+// bodyReadTimeout bounds reading one request body.
+const bodyReadTimeout = 30 * time.Second
 
 // supportedVersions are the MCP protocol versions the endpoint speaks. The
 // 2026-07-28 stateless era is left out: it has no sessions or GET stream.
@@ -235,11 +240,19 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 			s.handleStatus(w, r)
 			return
 		}
-		id := r.Header.Get("Mcp-Session-Id")
+		// mcp-go opens a stream (and registers a session that is never
+		// freed, since an event store is set) for any id, even none.
+		id, ok := s.checkSession(w, r, nil)
+		if !ok {
+			return
+		}
 		s.sessions.streamOpened(id)
 		defer s.sessions.streamClosed(id)
 		s.streamable.ServeHTTP(w, r)
 	case http.MethodDelete:
+		if _, ok := s.checkSession(w, r, nil); !ok {
+			return
+		}
 		s.streamable.ServeHTTP(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
@@ -250,16 +263,35 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 // readMessage reads and checks one JSON-RPC message from a POST body. On
 // failure it has already answered the request.
 func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, *rpcMessage, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		writeRPCError(w, http.StatusUnsupportedMediaType, nil, switchboard.CodeInvalidRequest, "Content-Type must be application/json")
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeRPCError(w, http.StatusUnsupportedMediaType, nil, switchboard.CodeInvalidRequest, "Content-Type must be application/json")
+			return nil, nil, false
+		}
+	}
+	// A missing Content-Type is taken as JSON, for every method alike.
+	r.Header.Set("Content-Type", "application/json")
+	tooLarge := func() {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, switchboard.CodeInvalidRequest,
+			"request body exceeds the limit of "+itoa(s.opts.MaxBodyBytes)+" bytes (MCP_SERVER_MAX_BODY_BYTES)")
+	}
+	// A declared length over the limit is refused before reading: the
+	// client may be waiting for 100 Continue, or never send the body.
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		tooLarge()
 		return nil, nil, false
 	}
+	// A client that sends headers and then dribbles the body must not hold
+	// a connection forever; the deadline is lifted again after the read so
+	// it cannot cut a long tool call's response.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, switchboard.CodeInvalidRequest,
-				"request body exceeds the limit of "+itoa(s.opts.MaxBodyBytes)+" bytes (MCP_SERVER_MAX_BODY_BYTES)")
+			tooLarge()
 			return nil, nil, false
 		}
 		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeParseError, "could not read the request body")
@@ -279,27 +311,22 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Give mcp-go the body we consumed.
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if m.Method == "initialize" {
+		s.initialize(w, r, m)
+		return
+	}
+	sid, ok := s.checkSession(w, r, m.idOrNil())
+	if !ok {
+		return
+	}
 	switch m.Method {
 	case "tools/list", "tools/call", "notifications/cancelled":
 	default:
-		// Everything else (initialize, ping, notifications, responses) is
-		// mcp-go's; give it the body we consumed.
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		// Everything else (ping, notifications, responses) is mcp-go's.
 		s.streamable.ServeHTTP(w, r)
-		return
-	}
-	sid := r.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest, "missing Mcp-Session-Id header; send initialize first and repeat the session id it returns")
-		return
-	}
-	if term, err := s.sessions.Validate(sid); err != nil || term {
-		writeRPCError(w, http.StatusNotFound, m.idOrNil(), switchboard.CodeInvalidRequest, "session not found or ended; send initialize to start a new session")
-		return
-	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
-		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest, "unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
 		return
 	}
 	if m.isNotification() {
@@ -310,6 +337,51 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	resp := s.dispatch(r.Context(), sid, m, out.progress)
 	out.finish(resp)
+}
+
+// checkSession answers every request but initialize that lacks a session
+// (400), names an unknown or ended one (404) or an unsupported
+// MCP-Protocol-Version (400), so mcp-go only ever sees live sessions.
+func (s *Server) checkSession(w http.ResponseWriter, r *http.Request, id json.RawMessage) (string, bool) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		writeRPCError(w, http.StatusBadRequest, id, switchboard.CodeInvalidRequest, "missing Mcp-Session-Id header; send initialize first and repeat the session id it returns")
+		return "", false
+	}
+	if term, err := s.sessions.Validate(sid); err != nil || term {
+		writeRPCError(w, http.StatusNotFound, id, switchboard.CodeInvalidRequest, "session not found or ended; send initialize to start a new session")
+		return "", false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
+		writeRPCError(w, http.StatusBadRequest, id, switchboard.CodeInvalidRequest, "unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
+		return "", false
+	}
+	return sid, true
+}
+
+// initialize lets mcp-go answer an initialize request, and ends the
+// session mcp-go created for it unless the handshake succeeded: mcp-go
+// mints a session before it looks at the message, for failed handshakes
+// and for initialize sent as a notification too.
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
+	if m.isNotification() {
+		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeInvalidRequest, "initialize must be a request with an id")
+		return
+	}
+	rec := httptest.NewRecorder()
+	s.streamable.ServeHTTP(rec, r)
+	// mcp-go sets the header only on a plain JSON reply.
+	sid := rec.Header().Get("Mcp-Session-Id")
+	var res struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if sid != "" && (rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &res) != nil || len(res.Result) == 0) {
+		s.endSession(sid)
+		rec.Header().Del("Mcp-Session-Id")
+	}
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 func versionSupported(v string) bool {

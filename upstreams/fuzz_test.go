@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -14,6 +15,9 @@ func FuzzRenamed(f *testing.F) {
 	f.Add([]byte(`{"name":1}`), "x")
 	f.Add([]byte(`[]`), "y")
 	f.Fuzz(func(t *testing.T, raw []byte, name string) {
+		if !utf8.ValidString(name) {
+			return // names come from JSON strings or validated prefixes
+		}
 		out := renamed(raw, name)
 		var in, got map[string]json.RawMessage
 		if json.Unmarshal(raw, &in) != nil || in == nil {

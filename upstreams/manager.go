@@ -265,7 +265,7 @@ func (m *Manager) Lookup(ctx context.Context, name string) (switchboard.Tool, bo
 func (m *Manager) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
 	t, ok := m.Lookup(ctx, name)
 	if !ok {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", name)
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(name))
 	}
 	m.mu.Lock()
 	u := m.byName[t.Server]
