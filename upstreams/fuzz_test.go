@@ -9,7 +9,8 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
-// FuzzRenamed: a prefixed tool keeps every member but its name.
+// FuzzRenamed: a prefixed tool keeps every member but its name, byte
+// for byte.
 func FuzzRenamed(f *testing.F) {
 	f.Add([]byte(`{"name":"echo","inputSchema":{"type":"object"},"_meta":{"big":9007199254740993}}`), "gh_echo")
 	f.Add([]byte(`{"name":1}`), "x")
@@ -37,10 +38,7 @@ func FuzzRenamed(f *testing.F) {
 			if k == "name" {
 				continue
 			}
-			var a, b bytes.Buffer
-			_ = json.Compact(&a, v)
-			_ = json.Compact(&b, got[k])
-			if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			if !bytes.Equal(v, got[k]) {
 				t.Fatalf("member %s changed: %s -> %s", k, v, got[k])
 			}
 		}

@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -202,15 +203,50 @@ func sameTools(a, b []switchboard.Tool) bool {
 	return true
 }
 
-// renamed returns a tool object with its name replaced, other members
-// unchanged (members are re-ordered alphabetically by encoding/json).
+// renamed returns a tool object with its name replaced and every other
+// byte unchanged (member order, escapes, number spellings), by splicing the
+// new value over each top-level "name" member. Input that is not an object
+// comes back as is.
 func renamed(raw json.RawMessage, name string) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return raw
 	}
-	obj["name"] = mustJSON(name)
-	return mustJSON(obj)
+	type span struct{ from, to int64 }
+	var names []span
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return raw
+		}
+		from := dec.InputOffset()
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return raw
+		}
+		if tok == "name" {
+			names = append(names, span{from, dec.InputOffset()})
+		}
+	}
+	value := append([]byte(":"), mustJSON(name)...)
+	if len(names) == 0 {
+		// Listed tools always have a name; be total anyway.
+		open := bytes.IndexByte(raw, '{') + 1
+		out := append([]byte{}, raw[:open]...)
+		out = append(append(append(out, `"name"`...), value...), ',')
+		if rest := bytes.TrimSpace(raw[open:]); len(rest) > 0 && rest[0] == '}' {
+			out = out[:len(out)-1]
+		}
+		return append(out, raw[open:]...)
+	}
+	out := make([]byte, 0, len(raw)+len(name))
+	prev := int64(0)
+	for _, n := range names {
+		out = append(out, raw[prev:n.from]...)
+		out = append(out, value...)
+		prev = n.to
+	}
+	return append(out, raw[prev:]...)
 }
 
 // Catalog returns the current tools without connecting anything.
