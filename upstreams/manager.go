@@ -208,6 +208,9 @@ func sameTools(a, b []switchboard.Tool) bool {
 // new value over each top-level "name" member. Input that is not an object
 // comes back as is.
 func renamed(raw json.RawMessage, name string) json.RawMessage {
+	if !json.Valid(raw) {
+		return raw
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return raw

@@ -26,6 +26,10 @@ type remoteConn struct {
 	doneCh   chan struct{}
 	doneOnce sync.Once
 	httpc    *http.Client
+	// life ends with the connection: it bounds the cancellation
+	// notifications sent in the background after a call gave up.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
@@ -37,7 +41,8 @@ func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(s
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}}
-	c := &remoteConn{doneCh: make(chan struct{}), httpc: httpc}
+	life, endLife := context.WithCancel(context.Background())
+	c := &remoteConn{doneCh: make(chan struct{}), httpc: httpc, life: life, endLife: endLife}
 	var err error
 	switch spec.Transport {
 	case switchboard.TransportSSE:
@@ -83,13 +88,19 @@ func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(s
 		})
 	}
 	if err := c.tr.Start(ctx); err != nil {
+		c.markDone()
 		_ = c.tr.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *remoteConn) markDone() { c.doneOnce.Do(func() { close(c.doneCh) }) }
+func (c *remoteConn) markDone() {
+	c.doneOnce.Do(func() {
+		close(c.doneCh)
+		c.endLife()
+	})
+}
 
 func (c *remoteConn) done() <-chan struct{} { return c.doneCh }
 
@@ -119,8 +130,14 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 	resp, err := c.tr.SendRequest(sctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
 	if err != nil {
 		if ctx.Err() != nil {
-			// HTTP transports do not tell the server; we do.
-			_ = c.notify(context.Background(), "notifications/cancelled", map[string]any{"requestId": id, "reason": cancelReason(ctx)})
+			// HTTP transports do not tell the server; we do, in the
+			// background: the caller's deadline has passed, and a server
+			// stuck on the call may be just as stuck on the notification
+			// (notify waits up to 5 s; the connection's end cuts it short).
+			reason := cancelReason(ctx)
+			go func() {
+				_ = c.notify(c.life, "notifications/cancelled", map[string]any{"requestId": id, "reason": reason})
+			}()
 			return nil, ctx.Err()
 		}
 		select {

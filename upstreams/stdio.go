@@ -314,10 +314,15 @@ func (c *stdioConn) call(ctx context.Context, method string, params any) (json.R
 		return resultOf(m)
 	case <-ctx.Done():
 		c.forget(id)
-		// Tell the server to stop working on it; best effort.
-		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = c.notify(nctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)})
+		// Tell the server to stop working on it; best effort, in the
+		// background so a child that stopped reading cannot delay the
+		// caller past its deadline.
+		reason := cancelReason(ctx)
+		go func() {
+			nctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = c.notify(nctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": reason})
+		}()
 		return nil, ctx.Err()
 	}
 }
