@@ -11,6 +11,7 @@ import (
 // JSON-RPC codes in one table each; anything else is an internal error.
 var (
 	ErrNotFound      = errors.New("not found")        // unknown tool, server or session
+	ErrConflict      = errors.New("conflict")         // a write clashes with what is stored (duplicate name)
 	ErrInvalid       = errors.New("invalid input")    // malformed arguments or configuration
 	ErrUnavailable   = errors.New("unavailable")      // upstream down or circuit open
 	ErrTimeout       = errors.New("timed out")        // call exceeded its deadline
@@ -68,7 +69,7 @@ func Message(err error) string {
 	if errors.As(err, &r) {
 		return r.Message
 	}
-	for _, k := range []error{ErrNotFound, ErrInvalid, ErrUnavailable, ErrTimeout, ErrResourceLimit, ErrConfig, ErrCanceled} {
+	for _, k := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrUnavailable, ErrTimeout, ErrResourceLimit, ErrConfig, ErrCanceled} {
 		if errors.Is(err, k) {
 			return k.Error()
 		}

@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/keyset"
+)
+
+// InsertToolCalls implements switchboard.ToolCallStore with one COPY,
+// which is atomic and the cheapest way to land a batch.
+func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCallRecord) error {
+	for i, c := range batch {
+		if err := c.Validate(); err != nil {
+			return switchboard.Errorf(switchboard.ErrInvalid, "record %d of the batch: %s", i, switchboard.Message(err))
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"kb", "agent_run_tool_calls"},
+		[]string{"project_id", "session_id", "server", "tool", "arguments", "outcome", "code", "duration_us", "started_at"},
+		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
+			c := batch[i]
+			return []any{c.ProjectID, c.Session, c.Server, c.Tool, object(c.Arguments), c.Outcome, c.Code,
+				c.Duration.Microseconds(), ts(c.StartedAt)}, nil
+		}))
+	if err != nil {
+		return fail("insert tool calls", err)
+	}
+	return nil
+}
+
+// ListToolCalls implements switchboard.ToolCallStore.
+func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter) (switchboard.ToolCallPage, error) {
+	var where []string
+	var args []any
+	cond := func(format string, v ...any) {
+		ph := make([]any, len(v))
+		for i := range v {
+			args = append(args, v[i])
+			ph[i] = fmt.Sprintf("$%d", len(args))
+		}
+		where = append(where, fmt.Sprintf(format, ph...))
+	}
+	for _, c := range []struct{ col, val string }{
+		{"project_id", f.ProjectID}, {"server", f.Server}, {"tool", f.Tool}, {"outcome", f.Outcome},
+	} {
+		if c.val != "" {
+			cond(c.col+" = %s", c.val)
+		}
+	}
+	if !f.Since.IsZero() {
+		cond("started_at >= %s", ts(f.Since))
+	}
+	if !f.Until.IsZero() {
+		cond("started_at < %s", ts(f.Until))
+	}
+	if f.Cursor != "" {
+		c, err := keyset.Parse(f.Cursor)
+		if err != nil {
+			return switchboard.ToolCallPage{}, err
+		}
+		cond("(started_at, id) < (%s, %s)", c.At, c.ID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = switchboard.DefaultToolCallLimit
+	}
+	limit = min(limit, switchboard.MaxToolCallLimit)
+
+	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at FROM kb.agent_run_tool_calls"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit+1) // one more tells whether a next page exists
+	q += fmt.Sprintf(" ORDER BY started_at DESC, id DESC LIMIT $%d", len(args))
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return switchboard.ToolCallPage{}, fail("list tool calls", err)
+	}
+	calls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (switchboard.ToolCallRecord, error) {
+		var c switchboard.ToolCallRecord
+		var us int64
+		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &c.Arguments, &c.Outcome, &c.Code, &us, &c.StartedAt)
+		c.Duration = time.Duration(us) * time.Microsecond
+		c.StartedAt = c.StartedAt.UTC()
+		return c, err
+	})
+	if err != nil {
+		return switchboard.ToolCallPage{}, fail("list tool calls", err)
+	}
+	page := switchboard.ToolCallPage{Calls: calls}
+	if len(calls) > limit {
+		page.Calls = calls[:limit]
+		last := page.Calls[limit-1]
+		page.Next = keyset.Cursor{At: last.StartedAt, ID: last.ID}.String()
+	}
+	return page, nil
+}

@@ -1,0 +1,119 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
+	"github.com/switchboard-mcp/switchboard/store/storetest"
+)
+
+func open(t *testing.T, dir string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) switchboard.Store { return open(t, t.TempDir()) })
+}
+
+// TestConcurrentOpen opens fresh data directories from several stores at
+// once, as processes sharing one would: all of them open, and each
+// migration ran exactly once.
+func TestConcurrentOpen(t *testing.T) {
+	files, _ := os.ReadDir("migrations")
+	for round := range 5 {
+		dir := filepath.Join(t.TempDir(), "nested", "data")
+		const opens = 8
+		var wg sync.WaitGroup
+		errs := make([]error, opens)
+		for i := range opens {
+			wg.Go(func() {
+				s, err := sqlite.Open(t.Context(), dir)
+				if err == nil {
+					err = s.Close()
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: concurrent Open: %v", round, err)
+		}
+		if n := countRows(t, dir, "SELECT count(*) FROM kb_schema_migrations"); n != len(files) {
+			t.Errorf("kb_schema_migrations has %d rows, want one per migration file (%d)", n, len(files))
+		}
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("data directory: %v, %v; want mode 0700", fi.Mode(), err)
+		}
+	}
+}
+
+// TestReopen keeps what was written across a close and an open.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := s.CreateProject(t.Context(), switchboard.Project{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := open(t, dir).GetProject(t.Context(), "p"); err != nil {
+		t.Errorf("project lost across reopen: %v", err)
+	}
+}
+
+func countRows(t *testing.T, dir, q string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestSchemaNewerThanBinary(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir).Close()
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), "INSERT INTO kb_schema_migrations VALUES (9999, '9999_future', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := sqlite.Open(t.Context(), dir); !errors.Is(err, switchboard.ErrConfig) {
+		t.Errorf("Open of a newer schema: %v, want ErrConfig", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	notDB := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notDB, sqlite.FileName), []byte("this is not a database, just text long enough to fill a header......................................................"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sqlite.Open(t.Context(), notDB)
+	if !errors.Is(err, switchboard.ErrConfig) {
+		t.Errorf("Open of a file that is no database: %v, want ErrConfig", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := sqlite.Open(t.Context(), file); !errors.Is(err, switchboard.ErrConfig) {
+		t.Errorf("Open with a file as data directory: %v, want ErrConfig", err)
+	}
+}
