@@ -28,6 +28,10 @@ type Config struct {
 	CORSOrigins      []string `env:"MCP_SERVER_CORS_ORIGINS" envSeparator:","`
 	ServersFile      string   `env:"MCP_SERVER_CONFIG"`
 	DataDir          string   `env:"MCP_SERVER_DATA_DIR"`
+	// DatabaseURL selects PostgreSQL; empty means the embedded store in
+	// DataDir. It may hold a password: LogAttrs never prints it.
+	DatabaseURL string `env:"MCP_SERVER_DATABASE_URL"`
+	CallLog     bool   `env:"MCP_SERVER_CALL_LOG" envDefault:"true"`
 
 	CallTimeout     time.Duration `env:"MCP_SERVER_CALL_TIMEOUT" envDefault:"30s"`
 	ConnectTimeout  time.Duration `env:"MCP_SERVER_CONNECT_TIMEOUT" envDefault:"30s"`
@@ -127,6 +131,10 @@ func (c *Config) validate() []error {
 	if c.BreakerFailures < 1 {
 		bad("MCP_SERVER_BREAKER_FAILURES", "must be at least 1")
 	}
+	if c.DatabaseURL != "" && c.StoreDescription() == "" {
+		// Never echo the value: it may carry a password.
+		bad("MCP_SERVER_DATABASE_URL", "must be a postgres://user:password@host:port/dbname URL or a 'host=... dbname=...' connection string")
+	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
 	}
@@ -170,13 +178,38 @@ func (c Config) IsLoopback() bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// LogAttrs is the effective configuration as log attributes. Nothing in
-// Config is secret today; header values and env values of servers live in
-// the servers file and are never logged.
+// StoreDescription names the store without secrets: the PostgreSQL host
+// and database (never user or password), or the embedded store's file.
+func (c Config) StoreDescription() string {
+	if c.DatabaseURL == "" {
+		return "embedded sqlite in " + c.DataDir
+	}
+	if u, err := url.Parse(c.DatabaseURL); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if u.Host == "" && u.Query().Get("host") == "" {
+			return ""
+		}
+		return "postgres://" + u.Host + u.Path
+	}
+	// keyword=value form: keep only host, port and dbname.
+	kv := map[string]string{}
+	for _, f := range strings.Fields(c.DatabaseURL) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		}
+	}
+	if kv["host"] == "" && kv["dbname"] == "" {
+		return ""
+	}
+	return "postgres host=" + kv["host"] + " port=" + kv["port"] + " dbname=" + kv["dbname"]
+}
+
+// LogAttrs is the effective configuration as log attributes, with the
+// database URL reduced to host and database. Header and env values of
+// servers live in the servers file and are never logged.
 func (c Config) LogAttrs() []any {
 	return []any{
 		"addr", c.Addr(), "cors", c.EnableCORS, "cors_origins", c.CORSOrigins,
-		"servers_file", c.ServersFile, "data_dir", c.DataDir,
+		"servers_file", c.ServersFile, "data_dir", c.DataDir, "store", c.StoreDescription(), "call_log", c.CallLog,
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
 		"session_idle_timeout", c.SessionIdleTTL, "heartbeat", c.Heartbeat,

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,23 @@ func TestParseServersRejects(t *testing.T) {
 				t.Errorf("err = %v; want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+func TestDatabaseURLNeverPrinted(t *testing.T) {
+	secret := "hunter2-very-secret"
+	cfg, err := Load(envOf(map[string]string{"MCP_SERVER_DATABASE_URL": "postgres://sb:" + secret + "@db:5432/switchboard"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.StoreDescription(); got != "postgres://db:5432/switchboard" {
+		t.Errorf("StoreDescription = %q", got)
+	}
+	if s := fmt.Sprint(cfg.LogAttrs()...); strings.Contains(s, secret) {
+		t.Errorf("password in log attributes: %s", s)
+	}
+	_, err = Load(envOf(map[string]string{"MCP_SERVER_DATABASE_URL": "mysql://u:" + secret + "@h/db"}))
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "MCP_SERVER_DATABASE_URL") {
+		t.Errorf("bad URL error = %v", err)
 	}
 }

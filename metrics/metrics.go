@@ -10,7 +10,6 @@ package metrics
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -78,16 +77,18 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// ObserveCall records one tool call. code is the JSON-RPC error code, or 0.
-func (m *Metrics) ObserveCall(project, server, tool, outcome string, code int, d time.Duration) {
+// ObserveCall records one tool call. A call to a tool no server offers
+// is labelled tool="(unknown)".
+func (m *Metrics) ObserveCall(rec switchboard.ToolCallRecord) {
+	server, tool := rec.Server, rec.Tool
 	if server == "" {
-		server, tool = "", UnknownTool
+		tool = UnknownTool
 	}
-	m.calls.WithLabelValues(project, server, tool, outcome).Inc()
-	if code != 0 {
-		m.errors.WithLabelValues(project, server, strconv.Itoa(code)).Inc()
+	m.calls.WithLabelValues(rec.ProjectID, server, tool, rec.Outcome).Inc()
+	if rec.Code != 0 {
+		m.errors.WithLabelValues(rec.ProjectID, server, strconv.Itoa(rec.Code)).Inc()
 	}
-	m.latency.WithLabelValues(project, server, tool).Observe(d.Seconds())
+	m.latency.WithLabelValues(rec.ProjectID, server, tool).Observe(rec.Duration.Seconds())
 }
 
 // SetState records an upstream's state change.

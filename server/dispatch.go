@@ -147,31 +147,34 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		if err != nil {
 			rpc := toRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
-			s.observe(ctx, *p.Name, "error", rpc.Code, start)
+			s.observe(ctx, session, *p.Name, args, switchboard.OutcomeError, rpc.Code, start)
 			return errorResponse(m.ID, rpc)
 		}
-		outcome := "ok"
+		outcome := switchboard.OutcomeOK
 		if isToolError(res) {
-			outcome = "tool_error"
+			outcome = switchboard.OutcomeToolError
 		}
-		s.observe(ctx, *p.Name, outcome, 0, start)
+		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
 		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
 		return response(m.ID, res)
 	}
 	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})
 }
 
-// observe reports a call to the Observer, labelled only with names from
-// the catalog (never the client's raw tool name).
-func (s *Server) observe(ctx context.Context, name, outcome string, code int, start time.Time) {
+// observe reports a call to the Observer. The server label comes from
+// the catalog, never from client input.
+func (s *Server) observe(ctx context.Context, session, name string, args json.RawMessage, outcome string, code int, start time.Time) {
 	if s.opts.Observer == nil {
 		return
 	}
-	server, tool := "", ""
+	server := ""
 	if t, ok := s.gw.Tools(ctx).Lookup(name); ok {
-		server, tool = t.Server, t.Name
+		server = t.Server
 	}
-	s.opts.Observer.ObserveCall(s.opts.Project, server, tool, outcome, code, time.Since(start))
+	s.opts.Observer.ObserveCall(switchboard.ToolCallRecord{
+		ProjectID: s.opts.Project, Session: session, Server: server, Tool: name, Arguments: args,
+		Outcome: outcome, Code: code, Duration: time.Since(start), StartedAt: start,
+	})
 }
 
 // isToolError reports whether a tools/call result has isError true,

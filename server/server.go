@@ -62,11 +62,11 @@ type Options struct {
 	Metrics http.Handler
 }
 
-// Observer records tool calls (metrics). server is "" for unknown tools;
-// outcome is "ok", "tool_error" or "error"; code is the JSON-RPC error
-// code or 0.
+// Observer records tool calls (metrics, the call log). It must not block.
+// In rec, Server is "" for tools no server offers, Tool is the name the
+// client called, and Arguments are the client's raw (unredacted) bytes.
 type Observer interface {
-	ObserveCall(project, server, tool, outcome string, code int, d time.Duration)
+	ObserveCall(rec switchboard.ToolCallRecord)
 }
 
 // bodyReadTimeout bounds reading one request body.

@@ -17,19 +17,43 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
 	mcptest.RunIfChild()
-	os.Exit(m.Run())
+	os.Exit(pgtest.Run(m))
 }
 
 // gateway is a running `run` on port 0 with a servers file.
 type gateway struct {
-	url    string
-	file   string
-	reload chan os.Signal
-	logs   *syncBuffer
+	url     string
+	file    string
+	dataDir string
+	reload  chan os.Signal
+	logs    *syncBuffer
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// stop shuts the gateway down the way SIGTERM does and checks that run
+// returned nil. It is idempotent.
+func (g *gateway) stop(t *testing.T) {
+	t.Helper()
+	if g.stopped {
+		return
+	}
+	g.stopped = true
+	g.cancel()
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("gateway did not stop within 30s")
+	}
 }
 
 type syncBuffer struct {
@@ -80,7 +104,7 @@ func writeServers(t *testing.T, path string, servers [][2]any) {
 func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{file: filepath.Join(dir, "servers.json"), reload: make(chan os.Signal), logs: &syncBuffer{}}
+	g := &gateway{file: filepath.Join(dir, "servers.json"), dataDir: dir, reload: make(chan os.Signal), logs: &syncBuffer{}}
 	writeServers(t, g.file, servers)
 	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_CONFIG": g.file, "MCP_SERVER_DATA_DIR": dir,
 		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms"}
@@ -103,16 +127,9 @@ func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gatewa
 		cancel()
 		t.Fatalf("gateway did not start in 30s\n%s", g.logs.String())
 	}
+	g.cancel, g.done = cancel, done
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("gateway did not stop within 30s")
-		}
+		g.stop(t)
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", g.logs.String())
 		}

@@ -143,7 +143,7 @@ func TestStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := exec.Command(bin)
-			cmd.Env = append(os.Environ(), tt.env...)
+			cmd.Env = append(append(os.Environ(), "MCP_SERVER_DATA_DIR="+t.TempDir()), tt.env...)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() == 0 {

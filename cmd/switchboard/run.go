@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/store/postgres"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
@@ -72,7 +75,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	var calls *calllog.Writer
+	observers := observeAll{}
+	if cfg.CallLog {
+		calls = calllog.New(st, calllog.Options{Logger: log})
+		observers = append(observers, calls)
+	}
 	met := metrics.New()
+	observers = append(observers, met)
 	mgr := upstreams.New(upstreams.Options{
 		OnState: func(server string, st switchboard.ServerState) { met.SetState("default", server, st) },
 		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
@@ -82,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	edge := server.New(mgr, server.Options{
 		Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionIdleTTL: cfg.SessionIdleTTL, Heartbeat: cfg.Heartbeat, Logger: log,
-		Observer: met, Metrics: met.Handler(),
+		Observer: observers, Metrics: met.Handler(),
 	})
 	met.Sessions(edge.Sessions)
 	mgr.OnToolsChanged(edge.ToolsChanged)
@@ -91,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, edge, mgr)
+		closeAll(log, cfg, edge, mgr, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	srv := &http.Server{Handler: edge.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -106,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, edge, mgr)
+			closeAll(log, cfg, edge, mgr, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			next, err := loadSpecs(cfg, getenv)
@@ -131,17 +145,59 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
 		_ = srv.Close()
 	}
-	closeAll(log, cfg, edge, mgr)
+	closeAll(log, cfg, edge, mgr, calls, st)
 	log.Info("stopped")
 	return nil
 }
 
-func closeAll(log *slog.Logger, cfg config.Config, edge *server.Server, mgr *upstreams.Manager) {
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	_ = edge.Shutdown(ctx)
-	if err := mgr.Close(ctx); err != nil {
-		log.Warn("upstreams did not stop in time", "err", err)
+// closeAll stops what run started, in order: client streams, upstream
+// children, the call log (flushed), and the store last. Each step has its
+// own deadline.
+func closeAll(log *slog.Logger, cfg config.Config, edge *server.Server, mgr *upstreams.Manager, calls *calllog.Writer, st switchboard.Store) {
+	step := func(name string, fn func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			log.Warn("shutdown step did not finish", "step", name, "err", err)
+		}
+	}
+	step("edge", edge.Shutdown)
+	step("upstreams", mgr.Close)
+	if calls != nil {
+		step("call log", calls.Close)
+	}
+	if err := st.Close(); err != nil {
+		log.Warn("closing the store", "err", err)
+	}
+}
+
+// openStore opens PostgreSQL when MCP_SERVER_DATABASE_URL is set, else the
+// embedded store in the data dir, and makes sure the default project
+// exists.
+func openStore(ctx context.Context, cfg config.Config) (switchboard.Store, error) {
+	var st switchboard.Store
+	var err error
+	if cfg.DatabaseURL != "" {
+		st, err = postgres.Open(ctx, cfg.DatabaseURL)
+	} else {
+		st, err = sqlite.Open(ctx, cfg.DataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store (%s): %w", cfg.StoreDescription(), err)
+	}
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default", Description: "servers from MCP_SERVER_CONFIG"}); err != nil && !errors.Is(err, switchboard.ErrConflict) {
+		_ = st.Close()
+		return nil, fmt.Errorf("store (%s): creating the default project: %w", cfg.StoreDescription(), err)
+	}
+	return st, nil
+}
+
+// observeAll fans a tool call out to every observer.
+type observeAll []server.Observer
+
+func (o observeAll) ObserveCall(rec switchboard.ToolCallRecord) {
+	for _, x := range o {
+		x.ObserveCall(rec)
 	}
 }
 
