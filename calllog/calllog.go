@@ -70,6 +70,10 @@ func New(store Inserter, opts Options) *Writer {
 // ObserveCall queues rec without blocking; a full queue drops it
 // (counted). It is the server.Observer method.
 func (w *Writer) ObserveCall(rec switchboard.ToolCallRecord) {
+	if len(rec.Arguments) > MaxArgumentBytes {
+		// The queue must not pin huge client payloads.
+		rec.Arguments = json.RawMessage(`{"_truncated":true}`)
+	}
 	select {
 	case <-w.stop:
 		w.dropped.Add(1)
@@ -169,6 +173,10 @@ func (w *Writer) Close(ctx context.Context) error {
 
 // secretKey matches argument names whose values are credentials.
 var secretKey = regexp.MustCompile(`(?i)(passw(or)?d|passphrase|secret|token|api[-_]?key|apikey|authorization|auth[-_]?header|credential|private[-_]?key|cookie|session[-_]?key)`)
+
+// MaxArgumentBytes is the largest argument document kept in the log;
+// larger ones are stored as {"_truncated":true}.
+const MaxArgumentBytes = 64 << 10
 
 // Redacted replaces the value of every secret-looking member.
 const Redacted = `"[REDACTED]"`

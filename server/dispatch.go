@@ -168,7 +168,7 @@ func (s *Server) observe(ctx context.Context, session, name string, args json.Ra
 		return
 	}
 	server := ""
-	if t, ok := s.gw.Tools(ctx).Lookup(name); ok {
+	if t, ok := s.gw.Catalog().Lookup(name); ok {
 		server = t.Server
 	}
 	s.opts.Observer.ObserveCall(switchboard.ToolCallRecord{

@@ -13,6 +13,10 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
+// maxLegacyInFlight bounds the messages one legacy session may have in
+// flight: each holds a goroutine and its body until its answer is queued.
+const maxLegacyInFlight = 64
+
 // legacySessions are clients of the HTTP+SSE transport (protocol
 // 2024-11-05): GET /sse opens a stream whose first event names the POST
 // endpoint; every response and notification goes down that stream.
@@ -24,6 +28,7 @@ type legacySessions struct {
 type legacySession struct {
 	id     string
 	out    chan []byte
+	slots  chan struct{} // messages in flight; bounds what one client can pin
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -34,7 +39,8 @@ func (l *legacySessions) add(parent context.Context) *legacySession {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(parent)
-	ls := &legacySession{id: "sse-" + hex.EncodeToString(b[:]), out: make(chan []byte, 256), ctx: ctx, cancel: cancel}
+	ls := &legacySession{id: "sse-" + hex.EncodeToString(b[:]), out: make(chan []byte, 256),
+		slots: make(chan struct{}, maxLegacyInFlight), ctx: ctx, cancel: cancel}
 	l.mu.Lock()
 	l.byID[ls.id] = ls
 	l.mu.Unlock()
@@ -108,6 +114,7 @@ func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
 	endpoint := strings.TrimSuffix(r.URL.Path, "sse") + "message?sessionId=" + ls.id
 	_, _ = w.Write([]byte("event: endpoint\ndata: " + endpoint + "\n\n"))
 	fl.Flush()
+	rc := http.NewResponseController(w)
 	hb := time.NewTicker(s.opts.Heartbeat)
 	defer hb.Stop()
 	for {
@@ -117,10 +124,17 @@ func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
 		case <-ls.ctx.Done():
 			return
 		case <-hb.C:
-			_, _ = w.Write([]byte(": ping\n\n"))
+			_ = rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
+			if _, err := w.Write([]byte(": ping\n\n")); err != nil {
+				return
+			}
 			fl.Flush()
 		case msg := <-ls.out:
-			writeEvent(w, msg)
+			// A client that stops reading loses its stream (and session).
+			_ = rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
+			if !writeEvent(w, msg) {
+				return
+			}
 		}
 	}
 }
@@ -137,12 +151,34 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	select {
+	case ls.slots <- struct{}{}:
+	default:
+		writeRPCError(w, http.StatusTooManyRequests, m.idOrNil(), switchboard.CodeInvalidRequest,
+			"too many messages in flight on this session; wait for answers before sending more")
+		return
+	}
+	s.goMu.Lock()
+	if s.closing {
+		s.goMu.Unlock()
+		<-ls.slots
+		writeRPCError(w, http.StatusServiceUnavailable, m.idOrNil(), switchboard.CodeInvalidRequest, "shutting down")
+		return
+	}
+	s.wg.Add(1)
+	s.goMu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
-	s.wg.Go(func() {
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-ls.slots }()
 		switch {
 		case m.Method == "tools/list" || m.Method == "tools/call":
 			ls.send(s.dispatch(ls.ctx, ls.id, m, func(p json.RawMessage) {
-				ls.send(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'))
+				// Progress is advisory: dropped when the stream is backed up.
+				select {
+				case ls.out <- append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'):
+				default:
+				}
 			}))
 		case m.isNotification():
 			s.cancelled(ls.id, m)
@@ -157,5 +193,5 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 			}
 			ls.send(b)
 		}
-	})
+	}()
 }

@@ -39,6 +39,8 @@ import (
 type Gateway interface {
 	// Tools returns the tool catalog, connecting servers never tried yet.
 	Tools(ctx context.Context) *switchboard.Catalog
+	// Catalog returns the current tools and never connects anything.
+	Catalog() *switchboard.Catalog
 	// Call forwards a tool call and returns the upstream's raw result.
 	Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error)
 	// Status reports every upstream.
@@ -69,8 +71,13 @@ type Observer interface {
 	ObserveCall(rec switchboard.ToolCallRecord)
 }
 
-// bodyReadTimeout bounds reading one request body.
-const bodyReadTimeout = 30 * time.Second
+// Deadlines on client I/O, so a client that stops reading or writing
+// holds only its own request, and not for long.
+const (
+	bodyReadTimeout      = 30 * time.Second // reading one request body
+	progressWriteTimeout = 10 * time.Second // one progress event
+	responseWriteTimeout = 30 * time.Second // the final response
+)
 
 // supportedVersions are the MCP protocol versions the endpoint speaks. The
 // 2026-07-28 stateless era is left out: it has no sessions or GET stream.
@@ -93,6 +100,8 @@ type Server struct {
 	inflight sync.Map // session + "\x00" + id -> context.CancelFunc
 
 	ready    atomic.Bool
+	goMu     sync.Mutex // guards closing against wg.Add
+	closing  bool
 	ctx      context.Context // lifetime; cancelled by Shutdown
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -420,6 +429,8 @@ func (p *postWriter) progress(params json.RawMessage) {
 		p.w.WriteHeader(http.StatusOK)
 	}
 	msg := append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}')
+	// A client that stops reading its own stream must not hold the call.
+	_ = http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(progressWriteTimeout))
 	writeEvent(p.w, msg)
 }
 
@@ -427,6 +438,7 @@ func (p *postWriter) finish(resp []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finished = true
+	_ = http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	if p.streamed {
 		writeEvent(p.w, resp)
 		return
@@ -436,15 +448,18 @@ func (p *postWriter) finish(resp []byte) {
 	_, _ = p.w.Write(append(resp, '\n'))
 }
 
-func writeEvent(w http.ResponseWriter, data []byte) {
+func writeEvent(w http.ResponseWriter, data []byte) bool {
 	b := make([]byte, 0, len(data)+24)
 	b = append(b, "event: message\ndata: "...)
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
-	_, _ = w.Write(b)
+	if _, err := w.Write(b); err != nil {
+		return false
+	}
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+	return true
 }
 
 // ToolsChanged tells every connected client that the tool list changed.
@@ -516,6 +531,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
+		s.goMu.Lock()
+		s.closing = true
+		s.goMu.Unlock()
 		s.cancel()
 		s.legacy.closeAll()
 		err = s.streamable.Shutdown(ctx)

@@ -118,6 +118,7 @@ func TestSessionsExpire(t *testing.T) {
 type fakeGateway struct{ cat *switchboard.Catalog }
 
 func (f fakeGateway) Tools(context.Context) *switchboard.Catalog { return f.cat }
+func (f fakeGateway) Catalog() *switchboard.Catalog              { return f.cat }
 func (f fakeGateway) Call(_ context.Context, name string, args, _ json.RawMessage, _ func(json.RawMessage)) (json.RawMessage, error) {
 	if _, ok := f.cat.Lookup(name); !ok {
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", name)

@@ -261,6 +261,10 @@ func (m *Manager) Catalog() *switchboard.Catalog { return m.catalog.Load() }
 // tools are retried in the background (their breaker permitting), so a
 // tools/list never waits on a known-bad server twice.
 func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
+	// Connects end by themselves at the connect timeout; the grace only
+	// guards against a transport that ignores it.
+	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout+2*time.Second)
+	defer cancel()
 	m.mu.Lock()
 	order := m.order
 	m.mu.Unlock()

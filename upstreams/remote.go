@@ -32,7 +32,10 @@ type remoteConn struct {
 	endLife context.CancelFunc
 }
 
-func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+// startRemote connects to a remote upstream. ctx is the connection's
+// lifetime (the SSE stream lives on it); connectCtx bounds the connect
+// itself, so a server that accepts and never answers cannot hold it.
+func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
 	// One client per upstream: its connections are not shared with other
 	// upstreams, and no client header ever reaches it: only spec.Headers.
 	httpc := &http.Client{Transport: &http.Transport{
@@ -87,7 +90,12 @@ func startRemote(ctx context.Context, spec switchboard.ServerSpec, onNote func(s
 			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
 		})
 	}
-	if err := c.tr.Start(ctx); err != nil {
+	stop := context.AfterFunc(connectCtx, func() { _ = c.tr.Close() })
+	err = c.tr.Start(ctx)
+	if !stop() && err == nil {
+		err = fmt.Errorf("not connected within the connect timeout: %w", connectCtx.Err())
+	}
+	if err != nil {
 		c.markDone()
 		_ = c.tr.Close()
 		return nil, err

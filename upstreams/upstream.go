@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,10 @@ type rawTool struct {
 
 type progressSink struct {
 	token json.RawMessage // the downstream client's token
-	fn    func(params json.RawMessage)
+	// ch hands notifications to a per-call goroutine so a client that
+	// stops reading can never stall the upstream's shared reader. When it
+	// is full, progress is dropped: it is advisory.
+	ch chan json.RawMessage
 }
 
 func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
@@ -228,8 +232,14 @@ func (u *upstream) connect() (conn, error) {
 		u.mu.Unlock()
 		c = sc
 	default:
-		rc, err := startRemote(u.ctx, u.spec, u.onNote, u.log)
+		rc, err := startRemote(u.ctx, ctx, u.spec, u.onNote, u.log)
 		if err != nil {
+			// A *url.Error carries the whole URL, whose path or query may
+			// hold an interpolated secret: keep only the cause.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
 			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot connect: %v", u.spec.Name, err)
 		}
 		c = rc
@@ -421,7 +431,10 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 			sink := s.(*progressSink)
 			p["progressToken"] = sink.token
 			out, _ := json.Marshal(p)
-			sink.fn(out)
+			select {
+			case sink.ch <- out:
+			default:
+			}
 		}
 	case "notifications/message":
 		u.log.Debug("upstream log", "params", string(params))
@@ -480,8 +493,34 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		}
 		if tok, ok := mm["progressToken"]; ok && onProgress != nil {
 			ours := u.spec.Name + "-p" + strconv.FormatInt(u.progressSeq.Add(1), 10)
-			u.progress.Store(ours, &progressSink{token: tok, fn: onProgress})
-			defer u.progress.Delete(ours)
+			sink := &progressSink{token: tok, ch: make(chan json.RawMessage, 32)}
+			u.progress.Store(ours, sink)
+			stop := make(chan struct{})
+			var fwd sync.WaitGroup
+			fwd.Go(func() {
+				for {
+					select {
+					case p := <-sink.ch:
+						onProgress(p)
+					case <-stop:
+						// Progress that arrived before the result goes out
+						// before it.
+						for {
+							select {
+							case p := <-sink.ch:
+								onProgress(p)
+							default:
+								return
+							}
+						}
+					}
+				}
+			})
+			defer func() {
+				u.progress.Delete(ours)
+				close(stop)
+				fwd.Wait()
+			}()
 			mm["progressToken"] = mustJSON(ours)
 		}
 		params = append(params, `,"_meta":`...)
