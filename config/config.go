@@ -38,6 +38,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"MCP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	StopTimeout     time.Duration `env:"MCP_SERVER_CHILD_STOP_TIMEOUT" envDefault:"5s"`
 	SessionIdleTTL  time.Duration `env:"MCP_SERVER_SESSION_IDLE_TIMEOUT" envDefault:"30m"`
+	MaxSessions     int           `env:"MCP_SERVER_MAX_SESSIONS" envDefault:"10000"`
 	Heartbeat       time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
 	MaxBodyBytes    int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
 
@@ -128,6 +129,9 @@ func (c *Config) validate() []error {
 	if c.MaxBodyBytes < 1024 {
 		bad("MCP_SERVER_MAX_BODY_BYTES", "must be at least 1024 bytes, got %d", c.MaxBodyBytes)
 	}
+	if c.MaxSessions < 1 {
+		bad("MCP_SERVER_MAX_SESSIONS", "must be at least 1, got %d", c.MaxSessions)
+	}
 	if c.BreakerFailures < 1 {
 		bad("MCP_SERVER_BREAKER_FAILURES", "must be at least 1")
 	}
@@ -212,7 +216,7 @@ func (c Config) LogAttrs() []any {
 		"servers_file", c.ServersFile, "data_dir", c.DataDir, "store", c.StoreDescription(), "call_log", c.CallLog,
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
-		"session_idle_timeout", c.SessionIdleTTL, "heartbeat", c.Heartbeat,
+		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "heartbeat", c.Heartbeat,
 		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "log_level", c.LogLevel, "log_format", c.LogFormat,
 	}

@@ -140,7 +140,11 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		key := session + "\x00" + string(m.ID)
-		s.inflight.Store(key, cancel)
+		if _, taken := s.inflight.LoadOrStore(key, cancel); taken {
+			// Ids identify calls for cancellation; a reused one would
+			// make the earlier call uncancellable.
+			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a call in flight on this session"})
+		}
 		defer s.inflight.Delete(key)
 		start := time.Now()
 		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)

@@ -102,6 +102,9 @@ func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusInternalServerError, nil, switchboard.CodeInternalError, "streaming unsupported")
 		return
 	}
+	if !s.roomForSession(w, nil) {
+		return
+	}
 	ls := s.legacy.add(s.ctx)
 	defer s.legacy.remove(ls)
 	h := w.Header()

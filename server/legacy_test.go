@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -41,13 +43,15 @@ func TestLegacyInFlightLimit(t *testing.T) {
 	s := New(gw, Options{})
 	ls := s.legacy.add(context.Background())
 	h := s.Handler()
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	call := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}`, id)
+	}
 	for i := range maxLegacyInFlight {
-		if code := postMessage(h, ls.id, call); code != http.StatusAccepted {
+		if code := postMessage(h, ls.id, call(i)); code != http.StatusAccepted {
 			t.Fatalf("message %d: %d", i, code)
 		}
 	}
-	if code := postMessage(h, ls.id, call); code != http.StatusTooManyRequests {
+	if code := postMessage(h, ls.id, call(maxLegacyInFlight)); code != http.StatusTooManyRequests {
 		t.Fatalf("message beyond the limit: %d, want 429", code)
 	}
 	close(gw.release)
@@ -73,5 +77,55 @@ func TestLegacyMessageDuringShutdown(t *testing.T) {
 		})
 		_ = s.Shutdown(context.Background())
 		wg.Wait()
+	}
+}
+
+// A request id still in flight on a session cannot be reused: the second
+// call gets -32600 and the first stays cancellable.
+func TestDuplicateInFlightID(t *testing.T) {
+	gw := blockingGateway{fakeGateway{cat: switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "s"}})}, make(chan struct{})}
+	s := New(gw, Options{})
+	defer s.Shutdown(context.Background())
+	m := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage(`7`), Method: "tools/call", Params: json.RawMessage(`{"name":"echo"}`)}
+	first := make(chan []byte, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { first <- s.dispatch(ctx, "sess", m, nil) }()
+	for {
+		if _, ok := s.inflight.Load("sess\x007"); ok {
+			break
+		}
+		select {
+		case <-first:
+			t.Fatal("first call returned early")
+		default:
+		}
+		runtime.Gosched()
+	}
+	if got := string(s.dispatch(context.Background(), "sess", m, nil)); !strings.Contains(got, `"code":-32600`) {
+		t.Fatalf("duplicate id: %s", got)
+	}
+	s.cancelled("sess", &rpcMessage{JSONRPC: "2.0", Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":7}`)})
+	<-first // cancellation reached the first call
+}
+
+// Beyond MaxSessions, initialize gets 503 and no session is created.
+func TestMaxSessions(t *testing.T) {
+	s := New(fakeGateway{cat: switchboard.NewCatalog(1, nil)}, Options{MaxSessions: 2})
+	defer s.Shutdown(context.Background())
+	h := s.Handler()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for i, want := range []int{200, 200, 503} {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Fatalf("initialize %d: %d, want %d: %s", i, rec.Code, want, rec.Body)
+		}
+	}
+	if n := s.Sessions(); n != 2 {
+		t.Fatalf("%d sessions, want 2", n)
 	}
 }

@@ -54,6 +54,7 @@ type Options struct {
 	CORSOrigins    []string      // also the allowed Origins beyond loopback
 	MaxBodyBytes   int64         // default 4 MiB
 	SessionIdleTTL time.Duration // default 30m
+	MaxSessions    int           // open sessions (both transports); default 10000
 	Heartbeat      time.Duration // default 25s
 	Logger         *slog.Logger
 	// Project labels this edge's metrics; default "default".
@@ -121,6 +122,9 @@ func New(gw Gateway, opts Options) *Server {
 	}
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 30 * time.Minute
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 10000
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 25 * time.Second
@@ -377,6 +381,9 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeInvalidRequest, "initialize must be a request with an id")
 		return
 	}
+	if !s.roomForSession(w, m.idOrNil()) {
+		return
+	}
 	rec := httptest.NewRecorder()
 	s.streamable.ServeHTTP(rec, r)
 	// mcp-go sets the header only on a plain JSON reply.
@@ -471,6 +478,16 @@ func (s *Server) ToolsChanged() {
 
 // handleStatus answers GET / and a plain GET /mcp with what a human or a
 // monitor wants to see.
+// roomForSession answers 503 when MaxSessions sessions are open.
+func (s *Server) roomForSession(w http.ResponseWriter, id json.RawMessage) bool {
+	if s.Sessions() < s.opts.MaxSessions {
+		return true
+	}
+	writeRPCError(w, http.StatusServiceUnavailable, id, switchboard.CodeInvalidRequest,
+		"too many open sessions (MCP_SERVER_MAX_SESSIONS); end unused sessions with DELETE or try later")
+	return false
+}
+
 // Sessions is the number of open client sessions, both transports.
 func (s *Server) Sessions() int { return s.sessions.count() + s.legacy.count() }
 

@@ -39,6 +39,11 @@ type upstream struct {
 
 	breaker *gobreaker.CircuitBreaker[conn]
 
+	// calls is held shared by every call in flight; close takes it
+	// exclusively, so a reload or shutdown lets them finish (each is
+	// bounded by its call timeout) before the connection goes.
+	calls sync.RWMutex
+
 	mu           sync.Mutex
 	conn         conn
 	stderr       *ring
@@ -469,6 +474,8 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	u.calls.RLock()
+	defer u.calls.RUnlock()
 	c, err := u.ensure(ctx)
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
@@ -591,6 +598,8 @@ func (u *upstream) status() switchboard.ServerStatus {
 
 // close stops the upstream for good and waits for its goroutines.
 func (u *upstream) close() {
+	u.calls.Lock() // wait for calls in flight
+	defer u.calls.Unlock()
 	u.mu.Lock()
 	u.closed = true
 	c := u.conn

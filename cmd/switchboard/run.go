@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	})
 	edge := server.New(mgr, server.Options{
 		Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
-		SessionIdleTTL: cfg.SessionIdleTTL, Heartbeat: cfg.Heartbeat, Logger: log,
+		SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, Heartbeat: cfg.Heartbeat, Logger: log,
 		Observer: observers, Metrics: met.Handler(),
 	})
 	met.Sessions(edge.Sessions)
