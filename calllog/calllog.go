@@ -105,9 +105,6 @@ func (w *Writer) loop() {
 		select {
 		case rec := <-w.queue:
 			batch = w.add(batch, rec)
-			if len(batch) >= w.opts.BatchSize {
-				batch = w.flush(batch)
-			}
 		case <-t.C:
 			batch = w.flush(batch)
 		case <-w.stop:
@@ -116,9 +113,6 @@ func (w *Writer) loop() {
 				select {
 				case rec := <-w.queue:
 					batch = w.add(batch, rec)
-					if len(batch) >= w.opts.BatchSize {
-						batch = w.flush(batch)
-					}
 				default:
 					w.flush(batch)
 					return
@@ -128,6 +122,7 @@ func (w *Writer) loop() {
 	}
 }
 
+// add redacts and validates rec into batch, writing the batch once full.
 func (w *Writer) add(batch []switchboard.ToolCallRecord, rec switchboard.ToolCallRecord) []switchboard.ToolCallRecord {
 	rec.Arguments = Redact(rec.Arguments)
 	rec.Tool = switchboard.Clip(rec.Tool)
@@ -137,7 +132,11 @@ func (w *Writer) add(batch []switchboard.ToolCallRecord, rec switchboard.ToolCal
 		w.opts.Logger.Warn("tool-call record dropped", "err", err)
 		return batch
 	}
-	return append(batch, rec)
+	batch = append(batch, rec)
+	if len(batch) >= w.opts.BatchSize {
+		batch = w.flush(batch)
+	}
+	return batch
 }
 
 func (w *Writer) flush(batch []switchboard.ToolCallRecord) []switchboard.ToolCallRecord {
