@@ -8,7 +8,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -206,21 +205,9 @@ func fail(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %s: %w", op, err.Error(), kind)
 }
 
-// now is the store's clock: UTC at the precision PostgreSQL keeps.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 // ts prepares a caller's time for storage: PostgreSQL rounds to the
 // microsecond, the store truncates, as the SQLite store does.
 func ts(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// newID returns a random (version 4) UUID.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
 
 // validID reports whether id can be a stored UUID, so that a malformed
 // one is simply not found instead of a type error from the database.

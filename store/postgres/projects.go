@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const projectCols = "id, description, created_at, updated_at"
@@ -23,12 +24,12 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 	if err := p.Validate(); err != nil {
 		return switchboard.Project{}, err
 	}
-	t := now()
+	t := schema.Now()
 	out, err := scanProject(s.pool.QueryRow(ctx,
 		"INSERT INTO kb.projects ("+projectCols+") VALUES ($1, $2, $3, $3) RETURNING "+projectCols,
 		p.ID, p.Description, t))
 	if isCode(err, uniqueViolation) {
-		return switchboard.Project{}, switchboard.Errorf(switchboard.ErrConflict, "project %q already exists", p.ID)
+		return switchboard.Project{}, schema.ProjectExists(p.ID)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("create project", err)
@@ -40,7 +41,7 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 func (s *Store) GetProject(ctx context.Context, id string) (switchboard.Project, error) {
 	p, err := scanProject(s.pool.QueryRow(ctx, "SELECT "+projectCols+" FROM kb.projects WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Project{}, projectNotFound(id)
+		return switchboard.Project{}, schema.ProjectNotFound(id)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("get project", err)
@@ -68,9 +69,9 @@ func (s *Store) UpdateProject(ctx context.Context, p switchboard.Project) (switc
 	}
 	out, err := scanProject(s.pool.QueryRow(ctx,
 		"UPDATE kb.projects SET description = $2, updated_at = $3 WHERE id = $1 RETURNING "+projectCols,
-		p.ID, p.Description, now()))
+		p.ID, p.Description, schema.Now()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Project{}, projectNotFound(p.ID)
+		return switchboard.Project{}, schema.ProjectNotFound(p.ID)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("update project", err)
@@ -97,13 +98,9 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 		return fail("delete project", err)
 	}
 	if n == 0 {
-		return projectNotFound(id)
+		return schema.ProjectNotFound(id)
 	}
 	return nil
-}
-
-func projectNotFound(id string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "project %q not found", id)
 }
 
 // querier is what pool and transactions have in common.

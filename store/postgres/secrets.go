@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const secretCols = "project_id, name, ciphertext, created_at, updated_at"
@@ -27,9 +28,9 @@ func (s *Store) PutSecret(ctx context.Context, sec switchboard.Secret) (switchbo
 		INSERT INTO kb.project_secrets (`+secretCols+`) VALUES ($1, $2, $3, $4, $4)
 		ON CONFLICT (project_id, name) DO UPDATE SET ciphertext = excluded.ciphertext, updated_at = excluded.updated_at
 		RETURNING `+secretCols,
-		sec.ProjectID, sec.Name, sec.Ciphertext, now()))
+		sec.ProjectID, sec.Name, sec.Ciphertext, schema.Now()))
 	if isCode(err, foreignKeyViolation) {
-		return switchboard.Secret{}, projectNotFound(sec.ProjectID)
+		return switchboard.Secret{}, schema.ProjectNotFound(sec.ProjectID)
 	}
 	if err != nil {
 		return switchboard.Secret{}, fail("put secret", err)
@@ -42,7 +43,7 @@ func (s *Store) GetSecret(ctx context.Context, projectID, name string) (switchbo
 	out, err := scanSecret(s.pool.QueryRow(ctx,
 		"SELECT "+secretCols+" FROM kb.project_secrets WHERE project_id = $1 AND name = $2", projectID, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Secret{}, secretNotFound(projectID, name)
+		return switchboard.Secret{}, schema.SecretNotFound(projectID, name)
 	}
 	if err != nil {
 		return switchboard.Secret{}, fail("get secret", err)
@@ -67,7 +68,7 @@ func (s *Store) ListSecrets(ctx context.Context, projectID string) ([]switchboar
 			return nil, fail("list secrets", err)
 		}
 		if !ok {
-			return nil, projectNotFound(projectID)
+			return nil, schema.ProjectNotFound(projectID)
 		}
 	}
 	return out, nil
@@ -80,11 +81,7 @@ func (s *Store) DeleteSecret(ctx context.Context, projectID, name string) error 
 		return fail("delete secret", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return secretNotFound(projectID, name)
+		return schema.SecretNotFound(projectID, name)
 	}
 	return nil
-}
-
-func secretNotFound(projectID, name string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "secret %q not found in project %q", name, projectID)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const serverCols = "id::text, project_id, coalesce(product_id, ''), name, description, transport::text, config, enabled, created_at, updated_at"
@@ -17,28 +18,13 @@ func scanServer(row pgx.Row) (switchboard.ServerRecord, error) {
 	var r switchboard.ServerRecord
 	var transport string
 	err := row.Scan(&r.ID, &r.ProjectID, &r.ProductID, &r.Name, &r.Description, &transport, &r.Config, &r.Enabled, &r.CreatedAt, &r.UpdatedAt)
-	r.Transport = domainTransport(transport)
+	r.Transport = schema.DomainTransport(transport)
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, err
 }
 
 func collectServers(rows pgx.Rows) ([]switchboard.ServerRecord, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (switchboard.ServerRecord, error) { return scanServer(r) })
-}
-
-// The kb.mcp_transport enum spells streamable HTTP with an underscore.
-func dbTransport(t switchboard.Transport) string {
-	if t == switchboard.TransportStreamableHTTP {
-		return "streamable_http"
-	}
-	return string(t)
-}
-
-func domainTransport(s string) switchboard.Transport {
-	if s == "streamable_http" {
-		return switchboard.TransportStreamableHTTP
-	}
-	return switchboard.Transport(s)
 }
 
 // object returns b, or {} for nil.
@@ -54,18 +40,18 @@ func (s *Store) CreateServer(ctx context.Context, r switchboard.ServerRecord) (s
 	if err := r.Validate(); err != nil {
 		return switchboard.ServerRecord{}, err
 	}
-	t := now()
+	t := schema.Now()
 	out, err := scanServer(s.pool.QueryRow(ctx, `
 		INSERT INTO kb.project_mcp_servers
 			(id, project_id, product_id, name, description, transport, config, enabled, created_at, updated_at)
 		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6, $7, $8, $9, $9)
 		RETURNING `+serverCols,
-		newID(), r.ProjectID, r.ProductID, r.Name, r.Description, dbTransport(r.Transport), object(r.Config), r.Enabled, t))
+		schema.NewID(), r.ProjectID, r.ProductID, r.Name, r.Description, schema.DBTransport(r.Transport), object(r.Config), r.Enabled, t))
 	switch {
 	case isCode(err, uniqueViolation):
-		return switchboard.ServerRecord{}, serverExists(r)
+		return switchboard.ServerRecord{}, schema.ServerExists(r)
 	case isCode(err, foreignKeyViolation):
-		return switchboard.ServerRecord{}, projectNotFound(r.ProjectID)
+		return switchboard.ServerRecord{}, schema.ProjectNotFound(r.ProjectID)
 	case err != nil:
 		return switchboard.ServerRecord{}, fail("create server", err)
 	}
@@ -77,7 +63,7 @@ func (s *Store) GetServer(ctx context.Context, projectID, name string) (switchbo
 	r, err := scanServer(s.pool.QueryRow(ctx,
 		"SELECT "+serverCols+" FROM kb.project_mcp_servers WHERE project_id = $1 AND name = $2", projectID, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.ServerRecord{}, serverNotFound(projectID, name)
+		return switchboard.ServerRecord{}, schema.ServerNotFound(projectID, name)
 	}
 	if err != nil {
 		return switchboard.ServerRecord{}, fail("get server", err)
@@ -102,7 +88,7 @@ func (s *Store) ListServers(ctx context.Context, projectID string) ([]switchboar
 			return nil, fail("list servers", err)
 		}
 		if !ok {
-			return nil, projectNotFound(projectID)
+			return nil, schema.ProjectNotFound(projectID)
 		}
 	}
 	return out, nil
@@ -114,19 +100,19 @@ func (s *Store) UpdateServer(ctx context.Context, r switchboard.ServerRecord) (s
 		return switchboard.ServerRecord{}, err
 	}
 	if !validID(r.ID) {
-		return switchboard.ServerRecord{}, serverIDNotFound(r)
+		return switchboard.ServerRecord{}, schema.ServerIDNotFound(r)
 	}
 	out, err := scanServer(s.pool.QueryRow(ctx, `
 		UPDATE kb.project_mcp_servers
 		SET name = $3, description = $4, transport = $5, config = $6, enabled = $7, updated_at = $8
 		WHERE id = $1 AND project_id = $2
 		RETURNING `+serverCols,
-		r.ID, r.ProjectID, r.Name, r.Description, dbTransport(r.Transport), object(r.Config), r.Enabled, now()))
+		r.ID, r.ProjectID, r.Name, r.Description, schema.DBTransport(r.Transport), object(r.Config), r.Enabled, schema.Now()))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return switchboard.ServerRecord{}, serverIDNotFound(r)
+		return switchboard.ServerRecord{}, schema.ServerIDNotFound(r)
 	case isCode(err, uniqueViolation):
-		return switchboard.ServerRecord{}, serverExists(r)
+		return switchboard.ServerRecord{}, schema.ServerExists(r)
 	case err != nil:
 		return switchboard.ServerRecord{}, fail("update server", err)
 	}
@@ -140,7 +126,7 @@ func (s *Store) DeleteServer(ctx context.Context, projectID, name string) error 
 		return fail("delete server", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return serverNotFound(projectID, name)
+		return schema.ServerNotFound(projectID, name)
 	}
 	return nil
 }
@@ -171,12 +157,12 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 		// FOR KEY SHARE keeps the project from being deleted under us.
 		var exists bool
 		if err := tx.QueryRow(ctx, "SELECT true FROM kb.projects WHERE id = $1 FOR KEY SHARE", projectID).Scan(&exists); errors.Is(err, pgx.ErrNoRows) {
-			domainErr = projectNotFound(projectID)
+			domainErr = schema.ProjectNotFound(projectID)
 			return domainErr
 		} else if err != nil {
 			return err
 		}
-		t := now()
+		t := schema.Now()
 		for _, r := range servers {
 			_, err := scanServer(tx.QueryRow(ctx, `
 				INSERT INTO kb.project_mcp_servers AS s
@@ -191,10 +177,9 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 						THEN excluded.updated_at ELSE s.updated_at END
 				WHERE s.product_id IS NOT DISTINCT FROM excluded.product_id
 				RETURNING `+serverCols,
-				newID(), projectID, productID, r.Name, r.Description, dbTransport(r.Transport), object(r.Config), r.Enabled, t))
+				schema.NewID(), projectID, productID, r.Name, r.Description, schema.DBTransport(r.Transport), object(r.Config), r.Enabled, t))
 			if errors.Is(err, pgx.ErrNoRows) {
-				domainErr = switchboard.Errorf(switchboard.ErrConflict,
-					"manifest of product %q: server %q already exists in project %q and does not belong to the product", productID, r.Name, projectID)
+				domainErr = schema.ServerNotOfProduct(projectID, productID, r.Name)
 				return domainErr
 			}
 			if err != nil {
@@ -222,16 +207,4 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 		return nil, fail("import manifest", err)
 	}
 	return out, nil
-}
-
-func serverNotFound(projectID, name string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "server %q not found in project %q", name, projectID)
-}
-
-func serverIDNotFound(r switchboard.ServerRecord) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "server %q not found in project %q", r.ID, r.ProjectID)
-}
-
-func serverExists(r switchboard.ServerRecord) error {
-	return switchboard.Errorf(switchboard.ErrConflict, "project %q already has a server named %q", r.ProjectID, r.Name)
 }

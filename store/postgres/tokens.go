@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const tokenCols = "id::text, project_id, name, hash, created_at, revoked_at"
@@ -30,12 +31,12 @@ func (s *Store) CreateToken(ctx context.Context, t switchboard.Token) (switchboa
 	}
 	out, err := scanToken(s.pool.QueryRow(ctx,
 		"INSERT INTO kb.project_tokens (id, project_id, name, hash, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING "+tokenCols,
-		newID(), t.ProjectID, t.Name, t.Hash, now()))
+		schema.NewID(), t.ProjectID, t.Name, t.Hash, schema.Now()))
 	switch {
 	case isCode(err, foreignKeyViolation):
-		return switchboard.Token{}, projectNotFound(t.ProjectID)
+		return switchboard.Token{}, schema.ProjectNotFound(t.ProjectID)
 	case isCode(err, uniqueViolation):
-		return switchboard.Token{}, switchboard.Errorf(switchboard.ErrConflict, "token %q: a token with this hash already exists", t.Name)
+		return switchboard.Token{}, schema.TokenHashExists(t.Name)
 	case err != nil:
 		return switchboard.Token{}, fail("create token", err)
 	}
@@ -47,7 +48,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (switchboard.Token
 	t, err := scanToken(s.pool.QueryRow(ctx,
 		"SELECT "+tokenCols+" FROM kb.project_tokens WHERE hash = $1 AND revoked_at IS NULL", hash))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Token{}, switchboard.Errorf(switchboard.ErrNotFound, "token not found or revoked")
+		return switchboard.Token{}, schema.TokenNotFoundOrRevoked()
 	}
 	if err != nil {
 		return switchboard.Token{}, fail("find token", err)
@@ -72,7 +73,7 @@ func (s *Store) ListTokens(ctx context.Context, projectID string) ([]switchboard
 			return nil, fail("list tokens", err)
 		}
 		if !ok {
-			return nil, projectNotFound(projectID)
+			return nil, schema.ProjectNotFound(projectID)
 		}
 	}
 	return out, nil
@@ -81,22 +82,18 @@ func (s *Store) ListTokens(ctx context.Context, projectID string) ([]switchboard
 // RevokeToken implements switchboard.TokenStore.
 func (s *Store) RevokeToken(ctx context.Context, projectID, id string) (switchboard.Token, error) {
 	if !validID(id) {
-		return switchboard.Token{}, tokenNotFound(projectID, id)
+		return switchboard.Token{}, schema.TokenNotFound(projectID, id)
 	}
 	t, err := scanToken(s.pool.QueryRow(ctx, `
 		UPDATE kb.project_tokens SET revoked_at = coalesce(revoked_at, $3)
 		WHERE id = $1 AND project_id = $2
 		RETURNING `+tokenCols,
-		id, projectID, now()))
+		id, projectID, schema.Now()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Token{}, tokenNotFound(projectID, id)
+		return switchboard.Token{}, schema.TokenNotFound(projectID, id)
 	}
 	if err != nil {
 		return switchboard.Token{}, fail("revoke token", err)
 	}
 	return t, nil
-}
-
-func tokenNotFound(projectID, id string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "token %q not found in project %q", id, projectID)
 }

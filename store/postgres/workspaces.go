@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const workspaceCols = `id::text, project_id, container_type::text, image, config, status, provider,
@@ -46,10 +47,10 @@ func (s *Store) CreateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 			 last_used_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
 		RETURNING `+workspaceCols,
-		newID(), w.ProjectID, string(w.ContainerType), w.Image, object(w.Config), w.Status, w.Provider,
-		w.ContainerID, w.AgentSessionID, nullTime(w.LastUsedAt), now()))
+		schema.NewID(), w.ProjectID, string(w.ContainerType), w.Image, object(w.Config), w.Status, w.Provider,
+		w.ContainerID, w.AgentSessionID, nullTime(w.LastUsedAt), schema.Now()))
 	if isCode(err, foreignKeyViolation) {
-		return switchboard.Workspace{}, projectNotFound(w.ProjectID)
+		return switchboard.Workspace{}, schema.ProjectNotFound(w.ProjectID)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("create workspace", err)
@@ -60,11 +61,11 @@ func (s *Store) CreateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 // GetWorkspace implements switchboard.WorkspaceStore.
 func (s *Store) GetWorkspace(ctx context.Context, id string) (switchboard.Workspace, error) {
 	if !validID(id) {
-		return switchboard.Workspace{}, workspaceNotFound(id)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(id)
 	}
 	w, err := scanWorkspace(s.pool.QueryRow(ctx, "SELECT "+workspaceCols+" FROM kb.agent_workspaces WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Workspace{}, workspaceNotFound(id)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(id)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("get workspace", err)
@@ -109,7 +110,7 @@ func (s *Store) UpdateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 		return switchboard.Workspace{}, err
 	}
 	if !validID(w.ID) {
-		return switchboard.Workspace{}, workspaceNotFound(w.ID)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(w.ID)
 	}
 	out, err := scanWorkspace(s.pool.QueryRow(ctx, `
 		UPDATE kb.agent_workspaces
@@ -118,9 +119,9 @@ func (s *Store) UpdateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 		WHERE id = $1 AND project_id = $11
 		RETURNING `+workspaceCols,
 		w.ID, string(w.ContainerType), w.Image, object(w.Config), w.Status, w.Provider, w.ContainerID,
-		w.AgentSessionID, nullTime(w.LastUsedAt), now(), w.ProjectID))
+		w.AgentSessionID, nullTime(w.LastUsedAt), schema.Now(), w.ProjectID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Workspace{}, workspaceNotFound(w.ID)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(w.ID)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("update workspace", err)
@@ -131,18 +132,14 @@ func (s *Store) UpdateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 // DeleteWorkspace implements switchboard.WorkspaceStore.
 func (s *Store) DeleteWorkspace(ctx context.Context, id string) error {
 	if !validID(id) {
-		return workspaceNotFound(id)
+		return schema.WorkspaceNotFound(id)
 	}
 	tag, err := s.pool.Exec(ctx, "DELETE FROM kb.agent_workspaces WHERE id = $1", id)
 	if err != nil {
 		return fail("delete workspace", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return workspaceNotFound(id)
+		return schema.WorkspaceNotFound(id)
 	}
 	return nil
-}
-
-func workspaceNotFound(id string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "workspace %q not found", id)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const projectCols = "id, description, created_at, updated_at"
@@ -43,12 +44,12 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 	if err := p.Validate(); err != nil {
 		return switchboard.Project{}, err
 	}
-	t := us(now())
+	t := us(schema.Now())
 	out, err := scanProject(s.w.QueryRowContext(ctx,
 		"INSERT INTO kb_projects ("+projectCols+") VALUES (?, ?, ?, ?) RETURNING "+projectCols,
 		p.ID, p.Description, t, t))
 	if isCode(err, sqliteUnique) || isCode(err, sqlitePrimaryKey) {
-		return switchboard.Project{}, switchboard.Errorf(switchboard.ErrConflict, "project %q already exists", p.ID)
+		return switchboard.Project{}, schema.ProjectExists(p.ID)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("create project", err)
@@ -60,7 +61,7 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 func (s *Store) GetProject(ctx context.Context, id string) (switchboard.Project, error) {
 	p, err := scanProject(s.r.QueryRowContext(ctx, "SELECT "+projectCols+" FROM kb_projects WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Project{}, projectNotFound(id)
+		return switchboard.Project{}, schema.ProjectNotFound(id)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("get project", err)
@@ -85,9 +86,9 @@ func (s *Store) UpdateProject(ctx context.Context, p switchboard.Project) (switc
 	}
 	out, err := scanProject(s.w.QueryRowContext(ctx,
 		"UPDATE kb_projects SET description = ?, updated_at = ? WHERE id = ? RETURNING "+projectCols,
-		p.Description, us(now()), p.ID))
+		p.Description, us(schema.Now()), p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Project{}, projectNotFound(p.ID)
+		return switchboard.Project{}, schema.ProjectNotFound(p.ID)
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("update project", err)
@@ -114,7 +115,7 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 		return fail("delete project", err)
 	}
 	if n == 0 {
-		return projectNotFound(id)
+		return schema.ProjectNotFound(id)
 	}
 	return nil
 }
@@ -144,10 +145,6 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-func projectNotFound(id string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "project %q not found", id)
-}
-
 // projectExists tells an empty listing from a missing project.
 func (s *Store) projectExists(ctx context.Context, id string) (bool, error) {
 	var ok bool
@@ -162,7 +159,7 @@ func (s *Store) requireProject(ctx context.Context, op, id string) error {
 		return fail(op, err)
 	}
 	if !ok {
-		return projectNotFound(id)
+		return schema.ProjectNotFound(id)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const secretCols = "project_id, name, ciphertext, created_at, updated_at"
@@ -23,14 +24,14 @@ func (s *Store) PutSecret(ctx context.Context, sec switchboard.Secret) (switchbo
 	if err := sec.Validate(); err != nil {
 		return switchboard.Secret{}, err
 	}
-	t := us(now())
+	t := us(schema.Now())
 	out, err := scanSecret(s.w.QueryRowContext(ctx, `
 		INSERT INTO kb_project_secrets (`+secretCols+`) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (project_id, name) DO UPDATE SET ciphertext = excluded.ciphertext, updated_at = excluded.updated_at
 		RETURNING `+secretCols,
 		sec.ProjectID, sec.Name, sec.Ciphertext, t, t))
 	if isCode(err, sqliteForeignKey) {
-		return switchboard.Secret{}, projectNotFound(sec.ProjectID)
+		return switchboard.Secret{}, schema.ProjectNotFound(sec.ProjectID)
 	}
 	if err != nil {
 		return switchboard.Secret{}, fail("put secret", err)
@@ -43,7 +44,7 @@ func (s *Store) GetSecret(ctx context.Context, projectID, name string) (switchbo
 	out, err := scanSecret(s.r.QueryRowContext(ctx,
 		"SELECT "+secretCols+" FROM kb_project_secrets WHERE project_id = ? AND name = ?", projectID, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Secret{}, secretNotFound(projectID, name)
+		return switchboard.Secret{}, schema.SecretNotFound(projectID, name)
 	}
 	if err != nil {
 		return switchboard.Secret{}, fail("get secret", err)
@@ -73,9 +74,5 @@ func (s *Store) DeleteSecret(ctx context.Context, projectID, name string) error 
 	if err != nil {
 		return fail("delete secret", err)
 	}
-	return affected(res, "delete secret", secretNotFound(projectID, name))
-}
-
-func secretNotFound(projectID, name string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "secret %q not found in project %q", name, projectID)
+	return affected(res, "delete secret", schema.SecretNotFound(projectID, name))
 }

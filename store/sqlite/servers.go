@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const serverCols = "id, project_id, coalesce(product_id, ''), name, description, transport, config, enabled, created_at, updated_at"
@@ -17,26 +18,10 @@ func scanServer(row scanner) (switchboard.ServerRecord, error) {
 	var transport, config string
 	var created, updated int64
 	err := row.Scan(&r.ID, &r.ProjectID, &r.ProductID, &r.Name, &r.Description, &transport, &config, &r.Enabled, &created, &updated)
-	r.Transport = domainTransport(transport)
+	r.Transport = schema.DomainTransport(transport)
 	r.Config = json.RawMessage(config)
 	r.CreatedAt, r.UpdatedAt = fromUS(created), fromUS(updated)
 	return r, err
-}
-
-// The transport column spells streamable HTTP with an underscore, like
-// the kb.mcp_transport enum of PostgreSQL.
-func dbTransport(t switchboard.Transport) string {
-	if t == switchboard.TransportStreamableHTTP {
-		return "streamable_http"
-	}
-	return string(t)
-}
-
-func domainTransport(s string) switchboard.Transport {
-	if s == "streamable_http" {
-		return switchboard.TransportStreamableHTTP
-	}
-	return switchboard.Transport(s)
 }
 
 // nullable stores "" as NULL.
@@ -51,18 +36,18 @@ func (s *Store) CreateServer(ctx context.Context, r switchboard.ServerRecord) (s
 	if err != nil {
 		return switchboard.ServerRecord{}, err
 	}
-	t := us(now())
+	t := us(schema.Now())
 	out, err := scanServer(s.w.QueryRowContext(ctx, `
 		INSERT INTO kb_project_mcp_servers
 			(id, project_id, product_id, name, description, transport, config, enabled, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+serverCols,
-		newID(), r.ProjectID, nullable(r.ProductID), r.Name, r.Description, dbTransport(r.Transport), config, r.Enabled, t, t))
+		schema.NewID(), r.ProjectID, nullable(r.ProductID), r.Name, r.Description, schema.DBTransport(r.Transport), config, r.Enabled, t, t))
 	switch {
 	case isCode(err, sqliteUnique):
-		return switchboard.ServerRecord{}, serverExists(r)
+		return switchboard.ServerRecord{}, schema.ServerExists(r)
 	case isCode(err, sqliteForeignKey):
-		return switchboard.ServerRecord{}, projectNotFound(r.ProjectID)
+		return switchboard.ServerRecord{}, schema.ProjectNotFound(r.ProjectID)
 	case err != nil:
 		return switchboard.ServerRecord{}, fail("create server", err)
 	}
@@ -74,7 +59,7 @@ func (s *Store) GetServer(ctx context.Context, projectID, name string) (switchbo
 	r, err := scanServer(s.r.QueryRowContext(ctx,
 		"SELECT "+serverCols+" FROM kb_project_mcp_servers WHERE project_id = ? AND name = ?", projectID, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.ServerRecord{}, serverNotFound(projectID, name)
+		return switchboard.ServerRecord{}, schema.ServerNotFound(projectID, name)
 	}
 	if err != nil {
 		return switchboard.ServerRecord{}, fail("get server", err)
@@ -112,12 +97,12 @@ func (s *Store) UpdateServer(ctx context.Context, r switchboard.ServerRecord) (s
 		SET name = ?, description = ?, transport = ?, config = ?, enabled = ?, updated_at = ?
 		WHERE id = ? AND project_id = ?
 		RETURNING `+serverCols,
-		r.Name, r.Description, dbTransport(r.Transport), config, r.Enabled, us(now()), r.ID, r.ProjectID))
+		r.Name, r.Description, schema.DBTransport(r.Transport), config, r.Enabled, us(schema.Now()), r.ID, r.ProjectID))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return switchboard.ServerRecord{}, serverIDNotFound(r)
+		return switchboard.ServerRecord{}, schema.ServerIDNotFound(r)
 	case isCode(err, sqliteUnique):
-		return switchboard.ServerRecord{}, serverExists(r)
+		return switchboard.ServerRecord{}, schema.ServerExists(r)
 	case err != nil:
 		return switchboard.ServerRecord{}, fail("update server", err)
 	}
@@ -130,7 +115,7 @@ func (s *Store) DeleteServer(ctx context.Context, projectID, name string) error 
 	if err != nil {
 		return fail("delete server", err)
 	}
-	return affected(res, "delete server", serverNotFound(projectID, name))
+	return affected(res, "delete server", schema.ServerNotFound(projectID, name))
 }
 
 // ImportManifest implements switchboard.ServerStore. Each server is one
@@ -169,10 +154,10 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 			return err
 		}
 		if !exists {
-			domainErr = projectNotFound(projectID)
+			domainErr = schema.ProjectNotFound(projectID)
 			return domainErr
 		}
-		t := us(now())
+		t := us(schema.Now())
 		for i, r := range servers {
 			_, err := scanServer(tx.QueryRowContext(ctx, `
 				INSERT INTO kb_project_mcp_servers AS s
@@ -187,10 +172,9 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 						THEN excluded.updated_at ELSE s.updated_at END
 				WHERE s.product_id IS excluded.product_id
 				RETURNING `+serverCols,
-				newID(), projectID, productID, r.Name, r.Description, dbTransport(r.Transport), configs[i], r.Enabled, t, t))
+				schema.NewID(), projectID, productID, r.Name, r.Description, schema.DBTransport(r.Transport), configs[i], r.Enabled, t, t))
 			if errors.Is(err, sql.ErrNoRows) {
-				domainErr = switchboard.Errorf(switchboard.ErrConflict,
-					"manifest of product %q: server %q already exists in project %q and does not belong to the product", productID, r.Name, projectID)
+				domainErr = schema.ServerNotOfProduct(projectID, productID, r.Name)
 				return domainErr
 			}
 			if err != nil {
@@ -216,16 +200,4 @@ func (s *Store) ImportManifest(ctx context.Context, projectID, productID string,
 		return nil, fail("import manifest", err)
 	}
 	return out, nil
-}
-
-func serverNotFound(projectID, name string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "server %q not found in project %q", name, projectID)
-}
-
-func serverIDNotFound(r switchboard.ServerRecord) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "server %q not found in project %q", r.ID, r.ProjectID)
-}
-
-func serverExists(r switchboard.ServerRecord) error {
-	return switchboard.Errorf(switchboard.ErrConflict, "project %q already has a server named %q", r.ProjectID, r.Name)
 }

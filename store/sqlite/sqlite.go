@@ -16,7 +16,6 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
 	"encoding/json"
@@ -37,6 +36,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 //go:embed migrations/*.sql
@@ -172,7 +172,7 @@ func (s *Store) migrateOnce(ctx context.Context, files []migration) error {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO kb_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			m.version, m.name, us(now())); err != nil {
+			m.version, m.name, us(schema.Now())); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
 	}
@@ -277,9 +277,6 @@ func fail(op string, err error) error {
 	return fmt.Errorf("sqlite: %s: %s: %w", op, err.Error(), kind)
 }
 
-// now is the store's clock, at the precision both stores keep.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 // us is how times are stored: microseconds since the Unix epoch.
 func us(t time.Time) int64 { return t.UnixMicro() }
 
@@ -317,13 +314,4 @@ func canonical(b json.RawMessage) (string, error) {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, "config is not valid JSON")
 	}
 	return strings.TrimSuffix(buf.String(), "\n"), nil
-}
-
-// newID returns a random (version 4) UUID, the form PostgreSQL stores.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const tokenCols = "id, project_id, name, hash, created_at, revoked_at"
@@ -26,12 +27,12 @@ func (s *Store) CreateToken(ctx context.Context, t switchboard.Token) (switchboa
 	}
 	out, err := scanToken(s.w.QueryRowContext(ctx,
 		"INSERT INTO kb_project_tokens (id, project_id, name, hash, created_at) VALUES (?, ?, ?, ?, ?) RETURNING "+tokenCols,
-		newID(), t.ProjectID, t.Name, t.Hash, us(now())))
+		schema.NewID(), t.ProjectID, t.Name, t.Hash, us(schema.Now())))
 	switch {
 	case isCode(err, sqliteForeignKey):
-		return switchboard.Token{}, projectNotFound(t.ProjectID)
+		return switchboard.Token{}, schema.ProjectNotFound(t.ProjectID)
 	case isCode(err, sqliteUnique):
-		return switchboard.Token{}, switchboard.Errorf(switchboard.ErrConflict, "token %q: a token with this hash already exists", t.Name)
+		return switchboard.Token{}, schema.TokenHashExists(t.Name)
 	case err != nil:
 		return switchboard.Token{}, fail("create token", err)
 	}
@@ -43,7 +44,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (switchboard.Token
 	t, err := scanToken(s.r.QueryRowContext(ctx,
 		"SELECT "+tokenCols+" FROM kb_project_tokens WHERE hash = ? AND revoked_at IS NULL", hash))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Token{}, switchboard.Errorf(switchboard.ErrNotFound, "token not found or revoked")
+		return switchboard.Token{}, schema.TokenNotFoundOrRevoked()
 	}
 	if err != nil {
 		return switchboard.Token{}, fail("find token", err)
@@ -73,9 +74,9 @@ func (s *Store) RevokeToken(ctx context.Context, projectID, id string) (switchbo
 		UPDATE kb_project_tokens SET revoked_at = coalesce(revoked_at, ?)
 		WHERE id = ? AND project_id = ?
 		RETURNING `+tokenCols,
-		us(now()), id, projectID))
+		us(schema.Now()), id, projectID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Token{}, switchboard.Errorf(switchboard.ErrNotFound, "token %q not found in project %q", id, projectID)
+		return switchboard.Token{}, schema.TokenNotFound(projectID, id)
 	}
 	if err != nil {
 		return switchboard.Token{}, fail("revoke token", err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 const workspaceCols = `id, project_id, container_type, image, config, status, provider,
@@ -36,17 +37,17 @@ func (s *Store) CreateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 	if err != nil {
 		return switchboard.Workspace{}, err
 	}
-	t := us(now())
+	t := us(schema.Now())
 	out, err := scanWorkspace(s.w.QueryRowContext(ctx, `
 		INSERT INTO kb_agent_workspaces
 			(id, project_id, container_type, image, config, status, provider, container_id, agent_session_id,
 			 last_used_at, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+workspaceCols,
-		newID(), w.ProjectID, string(w.ContainerType), w.Image, config, w.Status, w.Provider,
+		schema.NewID(), w.ProjectID, string(w.ContainerType), w.Image, config, w.Status, w.Provider,
 		w.ContainerID, w.AgentSessionID, nullUS(w.LastUsedAt), t, t))
 	if isCode(err, sqliteForeignKey) {
-		return switchboard.Workspace{}, projectNotFound(w.ProjectID)
+		return switchboard.Workspace{}, schema.ProjectNotFound(w.ProjectID)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("create workspace", err)
@@ -58,7 +59,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 func (s *Store) GetWorkspace(ctx context.Context, id string) (switchboard.Workspace, error) {
 	w, err := scanWorkspace(s.r.QueryRowContext(ctx, "SELECT "+workspaceCols+" FROM kb_agent_workspaces WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Workspace{}, workspaceNotFound(id)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(id)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("get workspace", err)
@@ -110,9 +111,9 @@ func (s *Store) UpdateWorkspace(ctx context.Context, w switchboard.Workspace) (s
 		WHERE id = ? AND project_id = ?
 		RETURNING `+workspaceCols,
 		string(w.ContainerType), w.Image, config, w.Status, w.Provider, w.ContainerID,
-		w.AgentSessionID, nullUS(w.LastUsedAt), us(now()), w.ID, w.ProjectID))
+		w.AgentSessionID, nullUS(w.LastUsedAt), us(schema.Now()), w.ID, w.ProjectID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return switchboard.Workspace{}, workspaceNotFound(w.ID)
+		return switchboard.Workspace{}, schema.WorkspaceNotFound(w.ID)
 	}
 	if err != nil {
 		return switchboard.Workspace{}, fail("update workspace", err)
@@ -126,9 +127,5 @@ func (s *Store) DeleteWorkspace(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("delete workspace", err)
 	}
-	return affected(res, "delete workspace", workspaceNotFound(id))
-}
-
-func workspaceNotFound(id string) error {
-	return switchboard.Errorf(switchboard.ErrNotFound, "workspace %q not found", id)
+	return affected(res, "delete workspace", schema.WorkspaceNotFound(id))
 }
