@@ -11,9 +11,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 //go:embed migrations/*.sql
@@ -72,7 +71,7 @@ func (s *Store) Close() error {
 // migrate applies the embedded migrations that the database lacks, each
 // in its own transaction, holding a session advisory lock meanwhile.
 func (s *Store) migrate(ctx context.Context) error {
-	files, err := readMigrations()
+	files, err := schema.ReadMigrations(migrations, "migrations", "postgres")
 	if err != nil {
 		return err
 	}
@@ -110,55 +109,25 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fail("migrate", err)
 	}
-	if latest := files[len(files)-1].version; slices.Max(append(applied, 0)) > latest {
+	if latest := files[len(files)-1].Version; slices.Max(append(applied, 0)) > latest {
 		return switchboard.Errorf(switchboard.ErrConfig, "postgres: the database schema (version %d) is newer than this binary knows (%d); run a newer Switchboard", slices.Max(applied), latest)
 	}
 	for _, m := range files {
-		if slices.Contains(applied, m.version) {
+		if slices.Contains(applied, m.Version) {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO kb.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+			_, err := tx.Exec(ctx, "INSERT INTO kb.schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return fail("migration "+m.name, err)
+			return fail("migration "+m.Name, err)
 		}
 	}
 	return nil
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// readMigrations returns the embedded migrations ordered by version; file
-// names are NNNN_name.sql.
-func readMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrations, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("postgres: migration %s: name must be NNNN_name.sql: %w", e.Name(), switchboard.ErrInternal)
-		}
-		b, err := migrations.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(e.Name(), ".sql"), sql: string(b)})
-	}
-	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	return out, nil
 }
 
 // PostgreSQL error codes the store gives a meaning.

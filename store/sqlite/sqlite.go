@@ -21,12 +21,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +122,7 @@ func (s *Store) Close() error {
 // lock) or while one recovers the WAL after a crash. Both are short, so
 // Open retries for as long as the busy timeout.
 func (s *Store) migrate(ctx context.Context) error {
-	files, err := readMigrations()
+	files, err := schema.ReadMigrations(migrations, "migrations", "sqlite")
 	if err != nil {
 		return err
 	}
@@ -144,7 +142,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 }
 
-func (s *Store) migrateOnce(ctx context.Context, files []migration) error {
+func (s *Store) migrateOnce(ctx context.Context, files []schema.Migration) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -161,19 +159,19 @@ func (s *Store) migrateOnce(ctx context.Context, files []migration) error {
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM kb_schema_migrations").Scan(&newest); err != nil {
 		return err
 	}
-	if latest := files[len(files)-1].version; newest > latest {
+	if latest := files[len(files)-1].Version; newest > latest {
 		return switchboard.Errorf(switchboard.ErrConfig, "sqlite: the database schema (version %d) is newer than this binary knows (%d); run a newer Switchboard", newest, latest)
 	}
 	for _, m := range files {
-		if m.version <= newest {
+		if m.Version <= newest {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO kb_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			m.version, m.name, us(schema.Now())); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			m.Version, m.Name, us(schema.Now())); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit()
@@ -198,36 +196,6 @@ func migrateFail(err error) error {
 		return f
 	}
 	return fmt.Errorf("%w (%w)", f, switchboard.ErrConfig)
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// readMigrations returns the embedded migrations ordered by version; file
-// names are NNNN_name.sql.
-func readMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrations, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("sqlite: migration %s: name must be NNNN_name.sql: %w", e.Name(), switchboard.ErrInternal)
-		}
-		b, err := migrations.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(e.Name(), ".sql"), sql: string(b)})
-	}
-	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	return out, nil
 }
 
 // Extended SQLite result codes the store gives a meaning.

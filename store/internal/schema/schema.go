@@ -1,5 +1,6 @@
 // Package schema holds the conventions both stores share: enum spellings,
-// id generation, the clock they stamp rows with, and the client-safe
+// id generation, the clock they stamp rows with, how embedded migrations
+// are named and ordered, and the client-safe
 // errors for missing or clashing rows. Keeping them here means
 // store/postgres and store/sqlite cannot drift apart in what a caller
 // sees; everything driver-specific (SQL, scanning, error codes) stays in
@@ -9,6 +10,11 @@ package schema
 import (
 	"crypto/rand"
 	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -102,4 +108,35 @@ func TokenNotFoundOrRevoked() error {
 // TokenHashExists is the ErrConflict for a token whose hash is taken.
 func TokenHashExists(name string) error {
 	return switchboard.Errorf(switchboard.ErrConflict, "token %q: a token with this hash already exists", name)
+}
+
+// Migration is one embedded schema migration.
+type Migration struct {
+	Version int
+	Name    string // file name without .sql
+	SQL     string
+}
+
+// ReadMigrations returns the migrations in dir of fsys ordered by version;
+// file names are NNNN_name.sql. store names the store in errors.
+func ReadMigrations(fsys fs.FS, dir, store string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s: migration %s: name must be NNNN_name.sql: %w", store, e.Name(), switchboard.ErrInternal)
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(b)})
+	}
+	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	return out, nil
 }
