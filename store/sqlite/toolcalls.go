@@ -8,15 +8,14 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/store/internal/keyset"
+	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
 // InsertToolCalls implements switchboard.ToolCallStore: one transaction,
 // one prepared statement.
 func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCallRecord) error {
-	for i, c := range batch {
-		if err := c.Validate(); err != nil {
-			return switchboard.Errorf(switchboard.ErrInvalid, "record %d of the batch: %s", i, switchboard.Message(err))
-		}
+	if err := schema.ValidateBatch(batch); err != nil {
+		return err
 	}
 	if len(batch) == 0 {
 		return nil

@@ -140,3 +140,14 @@ func ReadMigrations(fsys fs.FS, dir, store string) ([]Migration, error) {
 	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
 	return out, nil
 }
+
+// ValidateBatch checks every record of a tool-call batch, naming the
+// first bad one: a batch is stored whole or not at all.
+func ValidateBatch(batch []switchboard.ToolCallRecord) error {
+	for i, c := range batch {
+		if err := c.Validate(); err != nil {
+			return switchboard.Errorf(switchboard.ErrInvalid, "record %d of the batch: %s", i, switchboard.Message(err))
+		}
+	}
+	return nil
+}
