@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,7 +287,7 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, *r
 	r.Header.Set("Content-Type", "application/json")
 	tooLarge := func() {
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, switchboard.CodeInvalidRequest,
-			"request body exceeds the limit of "+itoa(s.opts.MaxBodyBytes)+" bytes (MCP_SERVER_MAX_BODY_BYTES)")
+			"request body exceeds the limit of "+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes (MCP_SERVER_MAX_BODY_BYTES)")
 	}
 	// A declared length over the limit is refused before reading: the
 	// client may be waiting for 100 Continue, or never send the body.
@@ -557,11 +558,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Wait()
 	})
 	return err
-}
-
-func itoa(n int64) string { return strings.TrimSpace(string(mustJSON(n))) }
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func (f fakeGateway) Call(_ context.Context, name string, args, _ json.RawMessag
 	if _, ok := f.cat.Lookup(name); !ok {
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", name)
 	}
-	return json.RawMessage(`{"content":[{"type":"text","text":` + string(mustJSON(string(args))) + `}]}`), nil
+	return json.RawMessage(`{"content":[{"type":"text","text":` + strconv.Quote(string(args)) + `}]}`), nil
 }
 func (f fakeGateway) Status() []switchboard.ServerStatus { return nil }
 

@@ -10,7 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -156,11 +156,4 @@ func TestStartFailures(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strings.TrimSpace(string(must(json.Marshal(n)))) }
-
-func must(b []byte, err error) []byte {
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
+func itoa(n int) string { return strconv.Itoa(n) }
