@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return serveDemo(ctx, os.Stdin, stdout)
 		case "healthcheck":
 			return healthcheck(ctx, getenv)
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history":
+			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
 		}
@@ -230,6 +232,20 @@ Usage:
   switchboard demo-server  run the built-in demo MCP server on stdio
   switchboard healthcheck  exit 0 if the gateway on MCP_SERVER_HOST:PORT answers /healthz
   switchboard -version     print the version
+
+Manage a running gateway over its admin API (flags go after the command):
+  switchboard projects ls | add ID [--description D] | rm ID
+  switchboard servers ls | add NAME (--command CMD [--arg A]... [--env K=V]... [--cwd DIR]
+                                     | --url URL [--transport T] [--header K=V]... | --config JSON)
+                       | rm NAME | enable NAME | disable NAME
+  switchboard tools ls
+  switchboard call TOOL [JSON-ARGS]   call a tool through the project's MCP endpoint
+  switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
+  switchboard tokens ls | create NAME | revoke ID
+  switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
+Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in
+servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token (env
+SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.
 
 With no MCP_SERVER_CONFIG the gateway serves the built-in demo server.
 Send SIGHUP to reload the servers file. See README.md for every variable.
