@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -558,10 +559,13 @@ type apiServer struct {
 	Enabled   bool            `json:"enabled"`
 	Config    json.RawMessage `json:"config"`
 	Status    *struct {
-		State     string   `json:"state"`
-		Tools     int      `json:"tools"`
-		LastError string   `json:"last_error"`
-		Shadowed  []string `json:"shadowed"`
+		State string `json:"state"`
+		Tools int    `json:"tools"`
+		// The design says last_error; the gateway's status JSON (GET /)
+		// says lastError. Either is read.
+		LastError  string   `json:"last_error"`
+		LastError2 string   `json:"lastError"`
+		Shadowed   []string `json:"shadowed"`
 	} `json:"status"`
 }
 
@@ -572,7 +576,7 @@ func (s apiServer) state() (state, tools, problem string) {
 	if s.Status == nil {
 		return "-", "-", ""
 	}
-	problem = s.Status.LastError
+	problem = cmp.Or(s.Status.LastError, s.Status.LastError2)
 	if len(s.Status.Shadowed) > 0 {
 		if problem != "" {
 			problem += "; "
