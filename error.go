@@ -19,6 +19,8 @@ var (
 	ErrConfig        = errors.New("misconfigured")    // server cannot start as configured
 	ErrInternal      = errors.New("internal error")   // a bug or an unexpected failure
 	ErrCanceled      = errors.New("request canceled") // the client cancelled the call
+	ErrUnauthorized  = errors.New("unauthorized")     // no valid token
+	ErrForbidden     = errors.New("forbidden")        // a valid token without the right to do this
 )
 
 // JSON-RPC 2.0 and MCP error codes used on the wire.
@@ -69,7 +71,7 @@ func Message(err error) string {
 	if errors.As(err, &r) {
 		return r.Message
 	}
-	for _, k := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrUnavailable, ErrTimeout, ErrResourceLimit, ErrConfig, ErrCanceled} {
+	for _, k := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrUnavailable, ErrTimeout, ErrResourceLimit, ErrConfig, ErrCanceled, ErrUnauthorized, ErrForbidden} {
 		if errors.Is(err, k) {
 			return k.Error()
 		}

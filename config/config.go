@@ -46,6 +46,15 @@ type Config struct {
 	BreakerCooldown time.Duration `env:"MCP_SERVER_BREAKER_COOLDOWN" envDefault:"60s"`
 	ListDebounce    time.Duration `env:"MCP_SERVER_LIST_CHANGED_DEBOUNCE" envDefault:"200ms"`
 
+	// AdminToken guards /api/v1 and every project; empty is dev mode,
+	// allowed on loopback or with AllowUnauthenticated. Never logged.
+	AdminToken           string `env:"MCP_SERVER_ADMIN_TOKEN"`
+	AllowUnauthenticated bool   `env:"MCP_SERVER_ALLOW_UNAUTHENTICATED"`
+	// SecretKey encrypts project secrets at rest; empty means the key file
+	// in DataDir, generated on first start. Never logged.
+	SecretKey    string        `env:"MCP_SERVER_SECRET_KEY"`
+	SyncInterval time.Duration `env:"MCP_SERVER_SYNC_INTERVAL" envDefault:"5s"`
+
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
 }
@@ -117,6 +126,7 @@ func (c *Config) validate() []error {
 		{"MCP_SERVER_SESSION_IDLE_TIMEOUT", c.SessionIdleTTL},
 		{"MCP_SERVER_HEARTBEAT_INTERVAL", c.Heartbeat},
 		{"MCP_SERVER_BREAKER_COOLDOWN", c.BreakerCooldown},
+		{"MCP_SERVER_SYNC_INTERVAL", c.SyncInterval},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -138,6 +148,13 @@ func (c *Config) validate() []error {
 	if c.DatabaseURL != "" && c.StoreDescription() == "" {
 		// Never echo the value: it may carry a password.
 		bad("MCP_SERVER_DATABASE_URL", "must be a postgres://user:password@host:port/dbname URL or a 'host=... dbname=...' connection string")
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		bad("MCP_SERVER_ADMIN_TOKEN", "must be at least 16 characters; make one with: head -c 32 /dev/urandom | base64")
+	}
+	if c.AdminToken == "" && !c.AllowUnauthenticated && !c.IsLoopback() {
+		bad("MCP_SERVER_HOST", "%s is not a loopback address and MCP_SERVER_ADMIN_TOKEN is not set: anyone who can reach the port could change servers and run commands through them. "+
+			"Set MCP_SERVER_ADMIN_TOKEN, or MCP_SERVER_ALLOW_UNAUTHENTICATED=true on a trusted network", c.Host)
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
@@ -218,6 +235,15 @@ func (c Config) LogAttrs() []any {
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
 		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "heartbeat", c.Heartbeat,
 		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
-		"breaker_cooldown", c.BreakerCooldown, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
+		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
+		"sync_interval", c.SyncInterval, "log_level", c.LogLevel, "log_format", c.LogFormat,
 	}
+}
+
+func secretKeySource(c Config) string {
+	if c.SecretKey != "" {
+		return "MCP_SERVER_SECRET_KEY"
+	}
+	return filepath.Join(c.DataDir, "secret.key")
 }

@@ -289,3 +289,15 @@ func Expand(s string, getenv func(string) string) (out string, missing []string)
 	})
 	return out, missing
 }
+
+// ParseServer builds one server from its entry in the servers-file format
+// (the value of one mcpServers member), as the admin API stores it. A nil
+// spec means the entry says "disabled". Errors wrap switchboard.ErrInvalid
+// and name the server; a missing `${VAR}` sets the spec's Err instead.
+func ParseServer(name string, entry json.RawMessage, getenv func(string) string) (*switchboard.ServerSpec, error) {
+	spec, err := buildSpec(name, entry, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", switchboard.ErrInvalid, err)
+	}
+	return spec, nil
+}

@@ -27,6 +27,7 @@ type legacySessions struct {
 
 type legacySession struct {
 	id     string
+	owner  string // the principal that opened it (Options.Principal)
 	out    chan []byte
 	slots  chan struct{} // messages in flight; bounds what one client can pin
 	ctx    context.Context
@@ -107,6 +108,9 @@ func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	ls := s.legacy.add(s.ctx)
 	defer s.legacy.remove(ls)
+	if s.opts.Principal != nil {
+		ls.owner = s.opts.Principal(r)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -148,6 +152,10 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	ls := s.legacy.get(r.URL.Query().Get("sessionId"))
 	if ls == nil {
 		writeRPCError(w, http.StatusNotFound, nil, switchboard.CodeInvalidRequest, "unknown sessionId; open GET /sse and use the endpoint it sends")
+		return
+	}
+	if s.opts.Principal != nil && ls.owner != s.opts.Principal(r) {
+		writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest, "this session was opened with another token; open GET /sse with this token")
 		return
 	}
 	body, m, ok := s.readMessage(w, r)

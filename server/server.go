@@ -64,6 +64,18 @@ type Options struct {
 	Observer Observer
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// BasePath mounts the MCP routes under a prefix: "/projects/p" serves
+	// /projects/p/mcp, /projects/p/sse and /projects/p/message. An edge
+	// with a BasePath serves nothing else (status, health and metrics
+	// belong to the top level).
+	BasePath string
+	// Principal, when set, names who sent a request (for example the
+	// token that authenticated it). A session belongs to the principal
+	// that opened it: requests on it from another principal get 403.
+	Principal func(*http.Request) string
+	// OpenSessions, when set, replaces this edge's own count in the
+	// MaxSessions check, so several edges can share one limit.
+	OpenSessions func() int
 }
 
 // Observer records tool calls (metrics, the call log). It must not block.
@@ -96,6 +108,7 @@ type Server struct {
 	streamable *mcpserver.StreamableHTTPServer
 	sessions   *sessions
 	legacy     *legacySessions
+	mux        *http.ServeMux
 	handler    http.Handler
 
 	rendered atomic.Pointer[renderedList]
@@ -150,20 +163,44 @@ func New(gw Gateway, opts Options) *Server {
 		mcpserver.WithStreamableHTTPLogger(opts.Logger),
 		// Host and Origin are checked in guard for every route.
 		mcpserver.WithDisableLocalhostProtection(true))
-	s.handler = s.routes()
+	s.mux = s.routes()
+	s.handler = s.Wrap(s.mux)
 	s.ready.Store(true)
 	s.wg.Go(s.sweep)
 	return s
 }
 
-// Handler returns the edge's HTTP handler.
+// Handler returns the edge's HTTP handler: its routes behind Wrap.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-func (s *Server) routes() http.Handler {
+// Routes returns the edge's routes without the Origin, Host, CORS and
+// logging layers of Wrap, for mounting inside a handler that has them.
+func (s *Server) Routes() http.Handler { return s.mux }
+
+// Wrap puts h behind the edge's request log, Origin and Host checks and,
+// when enabled, CORS: what every route of the gateway needs.
+func (s *Server) Wrap(h http.Handler) http.Handler {
+	if s.opts.CORS {
+		h = cors.New(cors.Options{
+			AllowedOrigins:   s.opts.CORSOrigins,
+			AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
+			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"},
+			ExposedHeaders:   []string{"Mcp-Session-Id"},
+			AllowCredentials: false,
+		}).Handler(h)
+	}
+	return s.withRequestLog(s.guard(h))
+}
+
+func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/mcp", s.handleMCP)
-	mux.HandleFunc("GET /sse", s.handleSSE)
-	mux.HandleFunc("POST /message", s.handleMessage)
+	base := s.opts.BasePath
+	mux.HandleFunc(base+"/mcp", s.handleMCP)
+	mux.HandleFunc("GET "+base+"/sse", s.handleSSE)
+	mux.HandleFunc("POST "+base+"/message", s.handleMessage)
+	if base != "" {
+		return mux
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -178,17 +215,7 @@ func (s *Server) routes() http.Handler {
 	if s.opts.Metrics != nil {
 		mux.Handle("GET /metrics", s.opts.Metrics)
 	}
-	var h http.Handler = mux
-	if s.opts.CORS {
-		h = cors.New(cors.Options{
-			AllowedOrigins:   s.opts.CORSOrigins,
-			AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"},
-			ExposedHeaders:   []string{"Mcp-Session-Id"},
-			AllowCredentials: false,
-		}).Handler(h)
-	}
-	return s.withRequestLog(s.guard(h))
+	return mux
 }
 
 // guard rejects requests from foreign origins (403, per the MCP transport
@@ -366,6 +393,10 @@ func (s *Server) checkSession(w http.ResponseWriter, r *http.Request, id json.Ra
 		writeRPCError(w, http.StatusNotFound, id, switchboard.CodeInvalidRequest, "session not found or ended; send initialize to start a new session")
 		return "", false
 	}
+	if s.opts.Principal != nil && s.sessions.owner(sid) != s.opts.Principal(r) {
+		writeRPCError(w, http.StatusForbidden, id, switchboard.CodeInvalidRequest, "this session was opened with another token; send initialize with this token to start your own session")
+		return "", false
+	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
 		writeRPCError(w, http.StatusBadRequest, id, switchboard.CodeInvalidRequest, "unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
 		return "", false
@@ -395,6 +426,8 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 	if sid != "" && (rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &res) != nil || len(res.Result) == 0) {
 		s.endSession(sid)
 		rec.Header().Del("Mcp-Session-Id")
+	} else if sid != "" && s.opts.Principal != nil {
+		s.sessions.setOwner(sid, s.opts.Principal(r))
 	}
 	maps.Copy(w.Header(), rec.Header())
 	w.WriteHeader(rec.Code)
@@ -481,7 +514,11 @@ func (s *Server) ToolsChanged() {
 // monitor wants to see.
 // roomForSession answers 503 when MaxSessions sessions are open.
 func (s *Server) roomForSession(w http.ResponseWriter, id json.RawMessage) bool {
-	if s.Sessions() < s.opts.MaxSessions {
+	open := s.Sessions
+	if s.opts.OpenSessions != nil {
+		open = s.opts.OpenSessions
+	}
+	if open() < s.opts.MaxSessions {
 		return true
 	}
 	writeRPCError(w, http.StatusServiceUnavailable, id, switchboard.CodeInvalidRequest,
@@ -506,7 +543,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"sessions":  s.Sessions(),
 		"tools":     tools,
 		"upstreams": ups,
-		"endpoints": map[string]string{"mcp": "/mcp", "sse": "/sse"},
+		"endpoints": map[string]string{"mcp": s.opts.BasePath + "/mcp", "sse": s.opts.BasePath + "/sse"},
 	})
 }
 

@@ -24,7 +24,8 @@ type sessions struct {
 
 type sessionInfo struct {
 	lastSeen time.Time
-	streams  int // open GET streams keep a session alive
+	streams  int    // open GET streams keep a session alive
+	owner    string // the principal that opened it (Options.Principal)
 }
 
 var errUnknownSession = errors.New("unknown session")
@@ -106,6 +107,23 @@ func (s *sessions) expired() []string {
 		}
 	}
 	return out
+}
+
+func (s *sessions) setOwner(id, owner string) {
+	s.mu.Lock()
+	if info, ok := s.live[id]; ok {
+		info.owner = owner
+	}
+	s.mu.Unlock()
+}
+
+func (s *sessions) owner(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if info, ok := s.live[id]; ok {
+		return info.owner
+	}
+	return ""
 }
 
 func (s *sessions) count() int {

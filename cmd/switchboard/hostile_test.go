@@ -431,7 +431,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "POST /sse", path: "/sse", body: ping, status: 405},
 		{name: "GET /message", method: http.MethodGet, path: "/message", status: 405},
 		{name: "/api/v1/anything", method: http.MethodGet, path: "/api/v1/anything", status: 404},
-		{name: "POST /api/v1/projects", path: "/api/v1/projects", body: `{}`, status: 404},
+		{name: "POST /api/v1/projects", path: "/api/v1/projects", body: `{}`, status: 400},
 		{name: "/MCP", path: "/MCP", body: list, status: 404},
 		{name: "path traversal out of /mcp", raw: rawReq("GET /mcp/../../etc/passwd HTTP/1.1", host), check: func(t *testing.T, rep *rpcReply) {
 			// ServeMux cleans the path and redirects; it never serves a file.

@@ -16,7 +16,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/metrics"
+	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/secrets"
 	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/server/api"
 	"github.com/switchboard-mcp/switchboard/store/postgres"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 	"github.com/switchboard-mcp/switchboard/upstreams"
@@ -81,6 +84,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	key, err := secrets.LoadKey(cfg.SecretKey, cfg.DataDir)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
+	for _, w := range key.Warnings {
+		log.Warn(w, "key", key)
+	}
+	if key.Generated && cfg.DatabaseURL != "" {
+		log.Warn("replicas sharing one database need the same key: set MCP_SERVER_SECRET_KEY on every replica", "key", key)
+	}
+	box, err := secrets.NewBox(key.Bytes)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
 	var calls *calllog.Writer
 	observers := observeAll{}
 	if cfg.CallLog {
@@ -89,28 +108,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	met := metrics.New()
 	observers = append(observers, met)
-	mgr := upstreams.New(upstreams.Options{
-		OnState: func(server string, st switchboard.ServerState) { met.SetState("default", server, st) },
-		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
-		StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-		ListDebounce: cfg.ListDebounce, Logger: log,
+	hub := projects.New(projects.Options{
+		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
+		OnState: met.SetState,
+		Upstreams: upstreams.Options{
+			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
+			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
+			ListDebounce: cfg.ListDebounce,
+		},
+		Edge: server.Options{
+			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
+			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, Heartbeat: cfg.Heartbeat,
+			Observer: observers, Metrics: met.Handler(),
+		},
 	})
-	edge := server.New(mgr, server.Options{
-		Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
-		SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, Heartbeat: cfg.Heartbeat, Logger: log,
-		Observer: observers, Metrics: met.Handler(),
-	})
-	met.Sessions(edge.Sessions)
-	mgr.OnToolsChanged(edge.ToolsChanged)
-	mgr.Apply(ctx, specs)
+	met.Sessions(hub.Sessions)
+	if err := hub.Start(ctx, specs); err != nil {
+		closeAll(log, cfg, hub, calls, st)
+		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
+	}
+	admin := api.New(api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
 
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, edge, mgr, calls, st)
+		closeAll(log, cfg, hub, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
-	srv := &http.Server{Handler: edge.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs))
 	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {
@@ -122,7 +148,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, edge, mgr, calls, st)
+			closeAll(log, cfg, hub, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			next, err := loadSpecs(cfg, getenv)
@@ -130,7 +156,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				log.Error("reload failed; keeping the current servers", "err", err)
 				continue
 			}
-			mgr.Apply(ctx, next)
+			if err := hub.SetFile(ctx, next); err != nil {
+				log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
+			}
 			log.Info("reloaded servers file", "servers", len(next))
 			continue
 		case <-ctx.Done():
@@ -142,12 +170,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Each step gets its own deadline: ctx is already cancelled.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	_ = edge.Shutdown(sctx) // ends client streams so Shutdown below is not held up
+	_ = hub.Shutdown(sctx) // ends client streams so Shutdown below is not held up
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
 		_ = srv.Close()
 	}
-	closeAll(log, cfg, edge, mgr, calls, st)
+	closeAll(log, cfg, hub, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -155,7 +183,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, edge *server.Server, mgr *upstreams.Manager, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -163,8 +191,7 @@ func closeAll(log *slog.Logger, cfg config.Config, edge *server.Server, mgr *ups
 			log.Warn("shutdown step did not finish", "step", name, "err", err)
 		}
 	}
-	step("edge", edge.Shutdown)
-	step("upstreams", mgr.Close)
+	step("projects", hub.Close)
 	if calls != nil {
 		step("call log", calls.Close)
 	}

@@ -1,0 +1,110 @@
+package projects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Handler is the gateway's whole HTTP surface behind the default edge's
+// Origin, Host, CORS and logging layers: api under /api/v1/, each
+// project's MCP endpoint under /projects/{p}/, and the default project's
+// /mcp, /sse and /message with status, health and metrics.
+func (h *Hub) Handler(api http.Handler) http.Handler {
+	def := h.def.edge.Routes()
+	mux := http.NewServeMux()
+	mux.Handle("/api/v1/", api)
+	mux.HandleFunc("/projects/{project}/", h.serveProject)
+	mux.Handle("GET /healthz", def)
+	mux.Handle("GET /readyz", def)
+	mux.Handle("GET /metrics", h.guard(def, func(ctx context.Context, p Principal) error {
+		return h.auth.adminOnly(p, "reading metrics")
+	}))
+	mux.Handle("/", h.guard(def, func(ctx context.Context, p Principal) error {
+		return h.auth.project(ctx, p, Default)
+	}))
+	return h.def.edge.Wrap(mux)
+}
+
+// guard authenticates a request, checks it with allow and hands it on
+// with its principal in the context (the edge binds sessions to it).
+func (h *Hub) guard(next http.Handler, allow func(context.Context, Principal) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.auth.authenticate(r)
+		if err == nil {
+			err = allow(r.Context(), p)
+		}
+		if err != nil {
+			writeAuthError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, p)))
+	})
+}
+
+func (h *Hub) serveProject(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("project")
+	h.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, err := h.lookup(r.Context(), id)
+		if err != nil {
+			if errors.Is(err, switchboard.ErrNotFound) {
+				writeRPCError(w, http.StatusNotFound, switchboard.CodeInvalidRequest, "unknown project; create it with POST /api/v1/projects")
+				return
+			}
+			writeRPCError(w, http.StatusServiceUnavailable, switchboard.CodeInternalError, "the project cannot be loaded now; retry")
+			return
+		}
+		rt.edge.Routes().ServeHTTP(w, r)
+	}), func(ctx context.Context, p Principal) error {
+		return h.auth.project(ctx, p, id)
+	}).ServeHTTP(w, r)
+}
+
+// writeAuthError answers an authentication or authorization failure in
+// the JSON-RPC error shape of the MCP endpoints.
+func writeAuthError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, switchboard.ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		writeRPCError(w, http.StatusUnauthorized, switchboard.CodeInvalidRequest, switchboard.Message(err))
+	case errors.Is(err, switchboard.ErrForbidden):
+		writeRPCError(w, http.StatusForbidden, switchboard.CodeInvalidRequest, switchboard.Message(err))
+	default:
+		writeRPCError(w, http.StatusServiceUnavailable, switchboard.CodeInternalError, switchboard.Message(err))
+	}
+}
+
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+}
+
+// Authenticate attaches the sender of r to its context, for the admin API.
+// Errors wrap ErrUnauthorized (or ErrUnavailable when the store is down).
+func (h *Hub) Authenticate(r *http.Request) (*http.Request, error) {
+	p, err := h.auth.authenticate(r)
+	if err != nil {
+		return r, err
+	}
+	return r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, p)), nil
+}
+
+// AllowAdmin reports whether r, as authenticated, may take an admin action
+// (what names it in the error): the admin token, or anyone in dev mode.
+func (h *Hub) AllowAdmin(r *http.Request, what string) error {
+	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
+	return h.auth.adminOnly(p, what)
+}
+
+// AllowProject reports whether r, as authenticated, may reach project id.
+func (h *Hub) AllowProject(r *http.Request, id string) error {
+	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
+	return h.auth.project(r.Context(), p, id)
+}

@@ -1,0 +1,429 @@
+// Package projects runs one gateway per project behind one listener: each
+// project has its own upstream pool (an upstreams.Manager) and its own MCP
+// edge (a server.Server mounted at /projects/{p}/), built from the
+// project's server rows and secrets in the store. "default" also gets the
+// servers of the servers file and serves /mcp.
+//
+// The store is the source of truth. A change made through the admin API is
+// applied at once on the replica that took it (Reconcile); every replica
+// also re-reads the store every SyncInterval, so replicas sharing one
+// PostgreSQL converge without talking to each other.
+package projects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/secrets"
+	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+// Default is the project of /mcp and of the servers file.
+const Default = "default"
+
+// Options configure a Hub.
+type Options struct {
+	Store switchboard.Store
+	// Box decrypts project secrets.
+	Box *secrets.Box
+	// Upstreams and Edge are templates for each project's manager and
+	// edge; the hub sets their per-project fields (logger, OnState,
+	// Project, BasePath, Principal, OpenSessions).
+	Upstreams upstreams.Options
+	Edge      server.Options
+	// OnState, when set, hears every server state change of every project.
+	OnState func(project, server string, st switchboard.ServerState)
+	// AdminToken, when set, is required for admin actions and opens every
+	// project; empty is dev mode (see Access).
+	AdminToken string
+	// Getenv is the fallback for `${VAR}` after the project's secrets;
+	// MCP_SERVER_* variables are never handed to project servers.
+	Getenv       func(string) string
+	SyncInterval time.Duration // default 5s
+	Logger       *slog.Logger
+}
+
+// Hub owns every project's runtime.
+type Hub struct {
+	opts Options
+	log  *slog.Logger
+	st   switchboard.Store
+	auth *auth
+
+	mu       sync.Mutex
+	runtimes map[string]*runtime
+	def      *runtime                 // Default's, also after Close
+	file     []switchboard.ServerSpec // servers file, for Default
+	closed   bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// runtime is one project's pool and edge.
+type runtime struct {
+	id     string
+	mgr    *upstreams.Manager
+	edge   *server.Server
+	redact *secrets.Redactor
+	mu     sync.Mutex // serializes Reconcile of this project
+}
+
+// New returns a hub with the default project's runtime in place; call
+// Start to load the store and begin syncing.
+func New(opts Options) *Hub {
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{opts: opts, log: opts.Logger, st: opts.Store, runtimes: map[string]*runtime{}, ctx: ctx, cancel: cancel}
+	h.auth = newAuth(opts.Store, opts.AdminToken)
+	h.def = h.newRuntime(Default)
+	h.runtimes[Default] = h.def
+	return h
+}
+
+func (h *Hub) newRuntime(id string) *runtime {
+	rt := &runtime{id: id, redact: &secrets.Redactor{}}
+	log := slog.New(rt.redact.Handler(h.log.Handler())).With("project", id)
+	uo := h.opts.Upstreams
+	uo.Logger = log
+	uo.OnState = func(server string, st switchboard.ServerState) {
+		if h.opts.OnState != nil {
+			h.opts.OnState(id, server, st)
+		}
+	}
+	rt.mgr = upstreams.New(uo)
+	eo := h.opts.Edge
+	eo.Project = id
+	eo.Logger = log
+	eo.Principal = principalKey
+	eo.OpenSessions = h.Sessions
+	if id != Default {
+		eo.BasePath = "/projects/" + id
+		eo.Metrics = nil
+	}
+	rt.edge = server.New(rt, eo)
+	rt.mgr.OnToolsChanged(rt.edge.ToolsChanged)
+	return rt
+}
+
+// Start applies the servers file and every project in the store, then
+// re-reads the store every SyncInterval until Close. A store that cannot
+// be read at start is an error: the gateway would serve nothing of it.
+func (h *Hub) Start(ctx context.Context, file []switchboard.ServerSpec) error {
+	h.mu.Lock()
+	h.file = file
+	h.mu.Unlock()
+	if err := h.SyncAll(ctx); err != nil {
+		return err
+	}
+	h.wg.Go(h.syncLoop)
+	return nil
+}
+
+// SetFile replaces the servers of the servers file (SIGHUP).
+func (h *Hub) SetFile(ctx context.Context, file []switchboard.ServerSpec) error {
+	h.mu.Lock()
+	h.file = file
+	h.mu.Unlock()
+	return h.Reconcile(ctx, Default)
+}
+
+func (h *Hub) syncLoop() {
+	t := time.NewTicker(h.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, h.opts.SyncInterval*4)
+		if err := h.SyncAll(ctx); err != nil && h.ctx.Err() == nil {
+			h.log.Warn("re-reading projects from the store failed; serving the last known configuration", "err", err)
+		}
+		cancel()
+	}
+}
+
+// SyncAll brings every project in line with the store: new projects get a
+// runtime, deleted ones lose theirs, and each one's servers are applied.
+func (h *Hub) SyncAll(ctx context.Context) error {
+	list, err := h.st.ListProjects(ctx)
+	if err != nil {
+		return fmt.Errorf("listing projects: %w", err)
+	}
+	ids := map[string]bool{Default: true}
+	var errs []error
+	for _, p := range list {
+		ids[p.ID] = true
+		if err := h.Reconcile(ctx, p.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.mu.Lock()
+	var gone []*runtime
+	for id, rt := range h.runtimes {
+		if !ids[id] {
+			gone = append(gone, rt)
+			delete(h.runtimes, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, rt := range gone {
+		h.stop(ctx, rt)
+	}
+	h.auth.expire()
+	return errors.Join(errs...)
+}
+
+// Reconcile applies project id's servers as the store has them now; only
+// servers whose resolved configuration changed reconnect. A project that
+// no longer exists is stopped. Errors wrap ErrNotFound when id is unknown.
+func (h *Hub) Reconcile(ctx context.Context, id string) error {
+	records, err := h.st.ListServers(ctx, id)
+	if errors.Is(err, switchboard.ErrNotFound) && id != Default {
+		h.remove(ctx, id)
+		return err
+	}
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		return fmt.Errorf("project %q: listing servers: %w", id, err)
+	}
+	rt := h.runtime(id, true)
+	if rt == nil {
+		return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+	}
+	values, err := h.secretValues(ctx, id)
+	if err != nil {
+		return err
+	}
+	getenv := func(name string) string {
+		if v, ok := values[name]; ok {
+			return v
+		}
+		if strings.HasPrefix(name, "MCP_SERVER_") {
+			return ""
+		}
+		return h.opts.Getenv(name)
+	}
+	var specs []switchboard.ServerSpec
+	if id == Default {
+		h.mu.Lock()
+		specs = append(specs, h.file...)
+		h.mu.Unlock()
+	}
+	for _, rec := range records {
+		if !rec.Enabled || slices.ContainsFunc(specs, func(s switchboard.ServerSpec) bool { return s.Name == rec.Name }) {
+			continue
+		}
+		spec, err := config.ParseServer(rec.Name, rec.Config, getenv)
+		switch {
+		case err != nil:
+			spec = &switchboard.ServerSpec{Name: rec.Name, Transport: rec.Transport,
+				Err: switchboard.Errorf(switchboard.ErrConfig, "%s", switchboard.Message(err))}
+		case spec == nil: // "disabled": true inside the entry
+			continue
+		case spec.Err != nil:
+			spec.Err = switchboard.Errorf(switchboard.ErrConfig, "%s; set it as a secret of project %q or in the gateway's environment", switchboard.Message(spec.Err), id)
+		}
+		specs = append(specs, *spec)
+	}
+	vals := make([]string, 0, len(values))
+	for _, v := range values {
+		vals = append(vals, v)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.redact.Set(vals)
+	rt.mgr.Apply(ctx, specs)
+	return nil
+}
+
+// secretValues decrypts a project's secrets. One that cannot be decrypted
+// (another MCP_SERVER_SECRET_KEY) is left out and logged by name.
+func (h *Hub) secretValues(ctx context.Context, id string) (map[string]string, error) {
+	list, err := h.st.ListSecrets(ctx, id)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("project %q: listing secrets: %w", id, err)
+	}
+	out := make(map[string]string, len(list))
+	for _, s := range list {
+		v, err := h.opts.Box.Open(id, s.Name, s.Ciphertext)
+		if err != nil {
+			h.log.Error("secret cannot be decrypted; servers that use it will not start", "project", id, "secret", s.Name, "err", err)
+			continue
+		}
+		out[s.Name] = string(v)
+	}
+	return out, nil
+}
+
+// runtime returns project id's runtime, creating it when create is set.
+// It returns nil after Close.
+func (h *Hub) runtime(id string, create bool) *runtime {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	rt := h.runtimes[id]
+	if rt == nil && create {
+		rt = h.newRuntime(id)
+		h.runtimes[id] = rt
+	}
+	return rt
+}
+
+func (h *Hub) remove(ctx context.Context, id string) {
+	h.mu.Lock()
+	rt := h.runtimes[id]
+	delete(h.runtimes, id)
+	h.mu.Unlock()
+	if rt != nil {
+		h.stop(ctx, rt)
+	}
+	h.auth.forget(id)
+}
+
+func (h *Hub) stop(ctx context.Context, rt *runtime) {
+	_ = rt.edge.Shutdown(ctx)
+	_ = rt.mgr.Close(ctx)
+}
+
+// lookup returns a project's runtime, asking the store when this replica
+// has not seen the project yet (another replica may have created it).
+func (h *Hub) lookup(ctx context.Context, id string) (*runtime, error) {
+	if rt := h.runtime(id, false); rt != nil {
+		return rt, nil
+	}
+	if _, err := h.st.GetProject(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := h.Reconcile(ctx, id); err != nil {
+		return nil, err
+	}
+	if rt := h.runtime(id, false); rt != nil {
+		return rt, nil
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "project %q not found", id)
+}
+
+// Status reports a project's servers with secret values redacted.
+func (h *Hub) Status(ctx context.Context, id string) ([]switchboard.ServerStatus, error) {
+	rt, err := h.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Status(), nil
+}
+
+// Status is the manager's status with secret values redacted: an error
+// or stderr line may quote a URL or header built from a secret.
+func (rt *runtime) Status() []switchboard.ServerStatus {
+	out := rt.mgr.Status()
+	for i := range out {
+		out[i].LastError = rt.redact.Redact(out[i].LastError)
+		out[i].Stderr = rt.redact.Redact(out[i].Stderr)
+	}
+	return out
+}
+
+// The edge's view of a project: the manager, with Status redacted.
+func (rt *runtime) Tools(ctx context.Context) *switchboard.Catalog { return rt.mgr.Tools(ctx) }
+func (rt *runtime) Catalog() *switchboard.Catalog                  { return rt.mgr.Catalog() }
+func (rt *runtime) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+	return rt.mgr.Call(ctx, name, args, meta, onProgress)
+}
+
+// Tools returns a project's tool catalog, connecting servers not tried yet.
+func (h *Hub) Tools(ctx context.Context, id string) (*switchboard.Catalog, error) {
+	rt, err := h.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rt.mgr.Tools(ctx), nil
+}
+
+// Sessions is the number of open client sessions over all projects.
+func (h *Hub) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, rt := range h.runtimes {
+		n += rt.edge.Sessions()
+	}
+	return n
+}
+
+// TokensChanged drops what the hub caches about project id's tokens, so a
+// revocation takes effect at once on this replica (others within
+// tokenCacheTTL).
+func (h *Hub) TokensChanged(id string) { h.auth.forget(id) }
+
+// Default returns the default project's edge (status, health, metrics
+// and the gateway-wide Origin, CORS and logging layers).
+func (h *Hub) Default() *server.Server { return h.def.edge }
+
+// Shutdown ends every project's client sessions and streams (first step of
+// a graceful stop; in-flight calls finish in http.Server.Shutdown).
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	rts := make([]*runtime, 0, len(h.runtimes))
+	for _, rt := range h.runtimes {
+		rts = append(rts, rt)
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, rt := range rts {
+		errs = append(errs, rt.edge.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops syncing and closes every project's edge and upstreams; no
+// child process outlives it.
+func (h *Hub) Close(ctx context.Context) error {
+	h.cancel()
+	h.wg.Wait()
+	h.mu.Lock()
+	h.closed = true
+	rts := h.runtimes
+	h.runtimes = map[string]*runtime{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, rt := range rts {
+		wg.Go(func() {
+			_ = rt.edge.Shutdown(ctx)
+			if err := rt.mgr.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("project %q: %w", rt.id, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,291 @@
+package secrets_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/secrets"
+)
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []string
+		in     string
+		want   string
+	}{
+		{"empty set", nil, "token hunter22", "token hunter22"},
+		{"no match", []string{"hunter22"}, "token hunter23", "token hunter23"},
+		{"one", []string{"hunter22"}, "token=hunter22 ok", "token=[redacted] ok"},
+		{"every occurrence", []string{"hunter22"}, "hunter22 and hunter22", "[redacted] and [redacted]"},
+		{"several values", []string{"hunter22", "sk-1234"}, "a=hunter22 b=sk-1234", "a=[redacted] b=[redacted]"},
+		{"whole string", []string{"hunter22"}, "hunter22", "[redacted]"},
+		{"too short to redact", []string{"abc", "on", "x", ""}, "abc on x", "abc on x"},
+		{"four bytes", []string{"abcd"}, "xabcdx", "x[redacted]x"},
+		{"value inside a longer value", []string{"secret", "secret123"}, "x secret123 y secret z", "x [redacted] y [redacted] z"},
+		{"longer value listed first", []string{"secret123", "secret"}, "x secret123 y", "x [redacted] y"},
+		{"partial overlap", []string{"abcdef", "defghi"}, "-abcdefghi-", "-[redacted]-"},
+		{"partial overlap reversed", []string{"defghi", "abcdef"}, "-abcdefghi-", "-[redacted]-"},
+		{"self overlap", []string{"abab"}, "xababab", "x[redacted]"},
+		{"adjacent", []string{"hunter22"}, "hunter22hunter22", "[redacted]"},
+		{"marker not re-redacted", []string{"dact", "hunter22"}, "hunter22", "[redacted]"},
+		{"duplicate values", []string{"hunter22", "hunter22"}, "hunter22", "[redacted]"},
+		{"multi-byte", []string{"пароль"}, "ключ=пароль.", "ключ=[redacted]."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r secrets.Redactor
+			r.Set(tt.values)
+			if got := r.Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedactorSetReplaces(t *testing.T) {
+	var r secrets.Redactor
+	if got := r.Redact("hunter22"); got != "hunter22" {
+		t.Errorf("zero Redactor changed %q", got)
+	}
+	values := []string{"hunter22"}
+	r.Set(values)
+	values[0] = "other-value"
+	if got := r.Redact("hunter22 other-value"); got != "[redacted] other-value" {
+		t.Errorf("after changing the caller's slice: %q", got)
+	}
+	r.Set([]string{"sk-1234"})
+	if got := r.Redact("hunter22 sk-1234"); got != "hunter22 [redacted]" {
+		t.Errorf("after Set: %q", got)
+	}
+	r.Set(nil)
+	if got := r.Redact("hunter22 sk-1234"); got != "hunter22 sk-1234" {
+		t.Errorf("after Set(nil): %q", got)
+	}
+}
+
+func TestRedactNoMatchDoesNotAllocate(t *testing.T) {
+	var r secrets.Redactor
+	s := strings.Repeat("an ordinary log line ", 10)
+	if n := testing.AllocsPerRun(100, func() { r.Redact(s) }); n != 0 {
+		t.Errorf("empty set: %v allocations per Redact, want 0", n)
+	}
+	r.Set([]string{"hunter22", "sk-1234"})
+	if n := testing.AllocsPerRun(100, func() { r.Redact(s) }); n != 0 {
+		t.Errorf("no match: %v allocations per Redact, want 0", n)
+	}
+}
+
+// Every Redact sees one whole set: never both values, never neither.
+func TestRedactorConcurrent(t *testing.T) {
+	var r secrets.Redactor
+	a, b := []string{"aaaa-secret"}, []string{"bbbb-secret"}
+	r.Set(a)
+	const in = "aaaa-secret bbbb-secret"
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 1000 {
+			if i%2 == 0 {
+				r.Set(b)
+			} else {
+				r.Set(a)
+			}
+		}
+	})
+	for range 4 {
+		wg.Go(func() {
+			for range 1000 {
+				if got := r.Redact(in); got != "[redacted] bbbb-secret" && got != "aaaa-secret [redacted]" {
+					t.Errorf("Redact = %q, want exactly one value redacted", got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func slogJSON(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+		// Drop the time so that two outputs can be compared.
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+type stringer string
+
+func (s stringer) String() string { return "stringer(" + string(s) + ")" }
+
+type valuer string
+
+func (v valuer) LogValue() slog.Value { return slog.StringValue(string(v)) }
+
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+func TestHandlerRedacts(t *testing.T) {
+	const secret = "sk-live-4f3c2b1a"
+	tests := []struct {
+		name string
+		log  func(*slog.Logger)
+		want string // a fragment of the JSON line
+	}{
+		{"message", func(l *slog.Logger) { l.Info("token is " + secret) }, `"msg":"token is [redacted]"`},
+		{"string", func(l *slog.Logger) { l.Info("m", "k", "v="+secret) }, `"k":"v=[redacted]"`},
+		{"error", func(l *slog.Logger) { l.Info("m", "err", errors.New("auth "+secret+" refused")) }, `"err":"auth [redacted] refused"`},
+		{"wrapped error", func(l *slog.Logger) { l.Info("m", "err", fmt.Errorf("call: %w", errors.New(secret))) }, `"err":"call: [redacted]"`},
+		{"stringer", func(l *slog.Logger) { l.Info("m", "k", stringer(secret)) }, `"k":"stringer([redacted])"`},
+		{"bytes", func(l *slog.Logger) { l.Info("m", "k", []byte("b="+secret)) }, `"k":"b=[redacted]"`},
+		{"raw JSON", func(l *slog.Logger) { l.Info("m", "args", json.RawMessage(`{"key":"`+secret+`"}`)) }, `"args":"{\"key\":\"[redacted]\"}"`},
+		{"map", func(l *slog.Logger) { l.Info("m", "args", map[string]string{"key": secret}) }, `"args":"map[key:[redacted]]"`},
+		{"log valuer", func(l *slog.Logger) { l.Info("m", "k", valuer(secret)) }, `"k":"[redacted]"`},
+		{"group attr", func(l *slog.Logger) { l.Info("m", slog.Group("g", "k", secret, slog.Group("h", "k", secret))) }, `"g":{"k":"[redacted]","h":{"k":"[redacted]"}}`},
+		{"With", func(l *slog.Logger) { l.With("k", secret).Info("m") }, `"k":"[redacted]"`},
+		{"WithGroup", func(l *slog.Logger) { l.WithGroup("g").With("k", secret).WithGroup("h").Info("m", "k", secret) }, `"g":{"k":"[redacted]","h":{"k":"[redacted]"}}`},
+		{"With group attr", func(l *slog.Logger) { l.With(slog.Group("g", "err", errors.New(secret))).Info("m") }, `"g":{"err":"[redacted]"}`},
+		{"key kept", func(l *slog.Logger) { l.Info("m", secret, 1) }, `"` + secret + `":1`},
+		{"other kinds untouched", func(l *slog.Logger) { l.Info("m", "n", 7, "ok", true, "s", "plain") }, `"n":7,"ok":true,"s":"plain"`},
+		{"nil receiver", func(l *slog.Logger) { l.Info("m", "err", (*nilErr)(nil)) }, `"err":"<nil>"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r secrets.Redactor
+			r.Set([]string{secret, "another-secret"})
+			var buf bytes.Buffer
+			tt.log(slog.New(r.Handler(slogJSON(&buf).Handler())))
+			out := buf.String()
+			if !json.Valid(buf.Bytes()) {
+				t.Fatalf("not one JSON line: %s", out)
+			}
+			if !strings.Contains(out, tt.want) {
+				t.Errorf("output %s\nlacks %s", out, tt.want)
+			}
+			if tt.name != "key kept" && strings.Contains(out, secret) {
+				t.Errorf("output leaks the secret: %s", out)
+			}
+		})
+	}
+}
+
+// With attributes are redacted with the set current at log time, in both
+// directions, including for a logger built before the set changed.
+func TestHandlerUsesCurrentSet(t *testing.T) {
+	var r secrets.Redactor
+	var buf bytes.Buffer
+	l := slog.New(r.Handler(slogJSON(&buf).Handler())).With("k", "hunter22").WithGroup("g")
+	lines := func() []string {
+		defer buf.Reset()
+		return strings.Split(strings.TrimSpace(buf.String()), "\n")
+	}
+
+	l.Info("m", "x", "hunter22")
+	r.Set([]string{"hunter22"})
+	l.Info("m", "x", "hunter22")
+	r.Set([]string{"other-value"})
+	l.Info("m", "x", "hunter22")
+	want := []string{
+		`{"level":"INFO","msg":"m","k":"hunter22","g":{"x":"hunter22"}}`,
+		`{"level":"INFO","msg":"m","k":"[redacted]","g":{"x":"[redacted]"}}`,
+		`{"level":"INFO","msg":"m","k":"hunter22","g":{"x":"hunter22"}}`,
+	}
+	got := lines()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Without a match the wrapper is invisible: same output as the handler it
+// wraps, for the same calls.
+func TestHandlerTransparent(t *testing.T) {
+	logAll := func(l *slog.Logger) {
+		l = l.With("a", 1, slog.Group("g", "b", "two")).WithGroup("h")
+		l.Info("hello", "err", errors.New("boom"), "s", stringer("x"), "bytes", []byte("raw"), slog.Group("i", "c", 3.5))
+		l.Debug("not enabled")
+		l.WithGroup("empty").Warn("w")
+	}
+	var plain, wrapped bytes.Buffer
+	logAll(slogJSON(&plain))
+	for _, values := range [][]string{nil, {"not-in-any-line"}} {
+		var r secrets.Redactor
+		r.Set(values)
+		wrapped.Reset()
+		logAll(slog.New(r.Handler(slogJSON(&wrapped).Handler())))
+		if plain.String() != wrapped.String() {
+			t.Errorf("set %q: wrapped output\n%s\ndiffers from\n%s", values, wrapped.String(), plain.String())
+		}
+	}
+}
+
+func TestHandlerConcurrent(t *testing.T) {
+	var r secrets.Redactor
+	r.Set([]string{"hunter22"})
+	var buf syncBuffer
+	l := slog.New(r.Handler(slogJSON(&buf).Handler())).With("k", "hunter22")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 200 {
+			r.Set([]string{"hunter22"})
+			r.Set([]string{"hunter22", "other-value"})
+		}
+	})
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				l.With("j", "hunter22").Info("hunter22")
+			}
+		})
+	}
+	wg.Wait()
+	if strings.Contains(buf.String(), "hunter22") {
+		t.Error("a record leaked the secret while the set changed")
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// No fragment of the input that contains a value survives: with each
+// marker turned into a NUL, the text left between markers is original text
+// that must hold no value.
+func FuzzRedact(f *testing.F) {
+	f.Add("abcdef", "defghi", "-abcdefghi-")
+	f.Add("abab", "dact", "xababab[redacted]")
+	f.Add("secret", "secret123", "secret12secret123")
+	f.Fuzz(func(t *testing.T, v1, v2, s string) {
+		var r secrets.Redactor
+		r.Set([]string{v1, v2})
+		left := strings.ReplaceAll(r.Redact(s), secrets.Redacted, "\x00")
+		for _, v := range []string{v1, v2} {
+			if len(v) >= secrets.MinRedactLen && !strings.ContainsRune(v, 0) && strings.Contains(left, v) {
+				t.Errorf("Redact(%q) with %q left %q", s, v, left)
+			}
+		}
+	})
+}

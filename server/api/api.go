@@ -1,0 +1,376 @@
+// Package api is Switchboard's admin REST API under /api/v1/: projects,
+// their servers, product manifests, write-only secrets, tokens, tools,
+// status and the tool-call history. Every error has one JSON shape,
+// {"error": {"code": "...", "message": "..."}}, with a message that says
+// what to fix and never carries a secret value.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+)
+
+// Projects is the live side of the gateway that the API changes.
+type Projects interface {
+	// Reconcile applies a project's stored servers and secrets now.
+	Reconcile(ctx context.Context, project string) error
+	// Status reports a project's servers (secret values redacted).
+	Status(ctx context.Context, project string) ([]switchboard.ServerStatus, error)
+	// Tools returns a project's tool catalog.
+	Tools(ctx context.Context, project string) (*switchboard.Catalog, error)
+}
+
+// Access authenticates and authorizes requests.
+type Access interface {
+	// Authenticate returns r with its sender attached, or an error wrapping
+	// ErrUnauthorized.
+	Authenticate(r *http.Request) (*http.Request, error)
+	// AllowAdmin: may the sender take this admin action?
+	AllowAdmin(r *http.Request, what string) error
+	// AllowProject: may the sender reach this project?
+	AllowProject(r *http.Request, project string) error
+}
+
+// Sealer encrypts a secret value for its slot.
+type Sealer interface {
+	Seal(project, name string, plaintext []byte) ([]byte, error)
+}
+
+// Options wire the API.
+type Options struct {
+	Store    switchboard.Store
+	Projects Projects
+	Access   Access
+	Secrets  Sealer
+	// NewToken mints a project token and its hash.
+	NewToken func() (token string, hash []byte)
+	// TokensChanged is told after a project's tokens changed.
+	TokensChanged func(project string)
+	MaxBodyBytes  int64 // default 4 MiB
+	Logger        *slog.Logger
+}
+
+// API serves /api/v1/.
+type API struct {
+	opts Options
+	st   switchboard.Store
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// Limits on what the API stores.
+const (
+	maxSecretBytes = 64 << 10
+	maxTextBytes   = 1024
+)
+
+var (
+	projectID  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	productID  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+)
+
+// route is one (method, path) the API serves.
+type route struct {
+	method, path string
+	public       bool // no token needed
+	fn           func(w http.ResponseWriter, r *http.Request) error
+}
+
+// New returns the API.
+func New(opts Options) *API {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.TokensChanged == nil {
+		opts.TokensChanged = func(string) {}
+	}
+	a := &API{opts: opts, st: opts.Store, log: opts.Logger, mux: http.NewServeMux()}
+	byPath := map[string][]route{}
+	var order []string
+	for _, rt := range a.routes() {
+		if _, ok := byPath[rt.path]; !ok {
+			order = append(order, rt.path)
+		}
+		byPath[rt.path] = append(byPath[rt.path], rt)
+	}
+	for _, p := range order {
+		a.mux.Handle(p, a.methods(byPath[p]))
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, a.log, switchboard.Errorf(switchboard.ErrNotFound, "no such API endpoint; see GET /api/v1/openapi.json"))
+	})
+	return a
+}
+
+func (a *API) routes() []route {
+	const p = "/api/v1/projects/{project}"
+	return []route{
+		{method: "GET", path: "/api/v1/openapi.json", public: true, fn: a.openAPI},
+		{method: "GET", path: "/api/v1/projects", fn: a.listProjects},
+		{method: "POST", path: "/api/v1/projects", fn: a.createProject},
+		{method: "GET", path: p, fn: a.getProject},
+		{method: "PATCH", path: p, fn: a.updateProject},
+		{method: "DELETE", path: p, fn: a.deleteProject},
+		{method: "GET", path: p + "/servers", fn: a.listServers},
+		{method: "POST", path: p + "/servers", fn: a.createServer},
+		{method: "GET", path: p + "/servers/{name}", fn: a.getServer},
+		{method: "PATCH", path: p + "/servers/{name}", fn: a.updateServer},
+		{method: "DELETE", path: p + "/servers/{name}", fn: a.deleteServer},
+		{method: "PUT", path: p + "/products/{product}", fn: a.importManifest},
+		{method: "DELETE", path: p + "/products/{product}", fn: a.deleteProduct},
+		{method: "GET", path: p + "/secrets", fn: a.listSecrets},
+		{method: "PUT", path: p + "/secrets/{name}", fn: a.putSecret},
+		{method: "DELETE", path: p + "/secrets/{name}", fn: a.deleteSecret},
+		{method: "GET", path: p + "/tokens", fn: a.listTokens},
+		{method: "POST", path: p + "/tokens", fn: a.createToken},
+		{method: "DELETE", path: p + "/tokens/{id}", fn: a.revokeToken},
+		{method: "GET", path: p + "/tools", fn: a.listTools},
+		{method: "GET", path: p + "/status", fn: a.status},
+		{method: "GET", path: p + "/tool-calls", fn: a.listToolCalls},
+	}
+}
+
+// methods dispatches one path by method: 405 with Allow and the JSON
+// error body for the others, authentication before everything but public
+// routes, and project access checked for every /projects/{project} route.
+func (a *API) methods(rs []route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := slices.IndexFunc(rs, func(rt route) bool { return rt.method == r.Method })
+		if i < 0 {
+			allow := make([]string, len(rs))
+			for j, rt := range rs {
+				allow[j] = rt.method
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, a.log, &statusError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here; use " + strings.Join(allow, ", ")})
+			return
+		}
+		rt := rs[i]
+		if !rt.public {
+			var err error
+			if r, err = a.opts.Access.Authenticate(r); err != nil {
+				writeError(w, a.log, err)
+				return
+			}
+			if p := r.PathValue("project"); p != "" {
+				if !projectID.MatchString(p) {
+					writeError(w, a.log, switchboard.Errorf(switchboard.ErrNotFound, "project not found (project IDs are lowercase letters, digits, '_' and '-')"))
+					return
+				}
+				if err := a.opts.Access.AllowProject(r, p); err != nil && !isTokenRoute(rt.path) {
+					writeError(w, a.log, err)
+					return
+				}
+			}
+		}
+		if err := rt.fn(w, r); err != nil {
+			writeError(w, a.log, err)
+		}
+	})
+}
+
+// isTokenRoute: token management is an admin action, checked as such
+// (an admin may manage the tokens of a project that needs tokens).
+func isTokenRoute(path string) bool { return strings.Contains(path, "/tokens") }
+
+// ServeHTTP serves /api/v1/.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Routes lists the (method, path) pairs the API serves, for tests that
+// hold the OpenAPI document to the implementation.
+func (a *API) Routes() [][2]string {
+	var out [][2]string
+	for _, rt := range a.routes() {
+		out = append(out, [2]string{rt.method, rt.path})
+	}
+	return out
+}
+
+// statusError is an HTTP-level error with its own status and code.
+type statusError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// errorCodes maps domain errors to HTTP statuses and API error codes; the
+// first match wins and anything else is an internal error.
+var errorCodes = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{switchboard.ErrInvalid, http.StatusBadRequest, "invalid"},
+	{switchboard.ErrConfig, http.StatusBadRequest, "invalid"},
+	{switchboard.ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{switchboard.ErrForbidden, http.StatusForbidden, "forbidden"},
+	{switchboard.ErrNotFound, http.StatusNotFound, "not_found"},
+	{switchboard.ErrConflict, http.StatusConflict, "conflict"},
+	{switchboard.ErrResourceLimit, http.StatusRequestEntityTooLarge, "too_large"},
+	{switchboard.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{switchboard.ErrTimeout, http.StatusGatewayTimeout, "timeout"},
+	{switchboard.ErrCanceled, http.StatusServiceUnavailable, "unavailable"},
+}
+
+// toStatus maps err to its HTTP status, API code and client-safe message.
+func toStatus(err error) (int, string, string) {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status, se.code, se.msg
+	}
+	for _, c := range errorCodes {
+		if errors.Is(err, c.kind) {
+			return c.status, c.code, switchboard.Message(err)
+		}
+	}
+	return http.StatusInternalServerError, "internal", "internal error; the gateway log has the details"
+}
+
+func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
+	status, code, msg := toStatus(err)
+	if status >= 500 {
+		log.Error("admin API request failed", "status", status, "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads a JSON body into v: Content-Type application/json (or
+// none), at most MaxBodyBytes, one value, no unknown fields unless loose.
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, loose bool) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &statusError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json (with curl: -H 'Content-Type: application/json')"}
+		}
+	}
+	if r.ContentLength > a.opts.MaxBodyBytes {
+		return a.tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return a.tooLarge()
+		}
+		return switchboard.Errorf(switchboard.ErrInvalid, "could not read the request body")
+	}
+	if !utf8.Valid(body) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if !loose {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, "the request body is not the expected JSON: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return switchboard.Errorf(switchboard.ErrInvalid, "the request body must hold exactly one JSON value")
+	}
+	return nil
+}
+
+func (a *API) tooLarge() error {
+	return &statusError{http.StatusRequestEntityTooLarge, "too_large", "request body exceeds the limit of " + strconv.FormatInt(a.opts.MaxBodyBytes, 10) + " bytes (MCP_SERVER_MAX_BODY_BYTES)"}
+}
+
+// jsonProblem describes a decoding error without quoting the body.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+	case errors.As(err, &te):
+		return "field " + strconv.Quote(te.Field) + " must be " + te.Type.String()
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ") + " (check the spelling)"
+	}
+	return "malformed JSON"
+}
+
+// text checks a free-text field.
+func text(field, v string) error {
+	if len(v) > maxTextBytes || strings.ContainsRune(v, 0) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "%s must be at most %d bytes of text", field, maxTextBytes)
+	}
+	return nil
+}
+
+// reconcile applies a project's change now. The change is stored either
+// way; if applying fails, the periodic sync retries it.
+func (a *API) reconcile(ctx context.Context, project string) {
+	if err := a.opts.Projects.Reconcile(ctx, project); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		a.log.Warn("stored change not applied yet; the periodic sync will retry", "project", project, "err", err)
+	}
+}
+
+// placeholder stands in for every `${VAR}` when a server entry is checked
+// at write time; real values are resolved when the server connects.
+func placeholder(string) string { return "1" }
+
+// parseEntry checks a server entry as the gateway will read it.
+func parseEntry(name string, entry json.RawMessage) (switchboard.Transport, error) {
+	if len(entry) == 0 || entry[0] != '{' {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, "server %q: config must be a JSON object such as {\"command\": \"npx\", \"args\": [...]} or {\"url\": \"https://...\"}", name)
+	}
+	spec, err := config.ParseServer(name, entry, placeholder)
+	if err != nil {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, "%s", strings.TrimPrefix(err.Error(), switchboard.ErrInvalid.Error()+": "))
+	}
+	if spec == nil {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, "server %q: use \"enabled\": false instead of \"disabled\" inside config", name)
+	}
+	return spec.Transport, nil
+}
+
+// stdioAllowed: a stdio server runs a command on the gateway's host, so
+// creating or changing one is an admin action.
+func (a *API) stdioAllowed(r *http.Request, tr switchboard.Transport) error {
+	if tr != switchboard.TransportStdio {
+		return nil
+	}
+	return a.opts.Access.AllowAdmin(r, "a stdio server runs a command on the gateway host; configuring one")
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,576 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// ---- projects
+
+type projectJSON struct {
+	ID          string    `json:"id"`
+	Description string    `json:"description"`
+	MCPURL      string    `json:"mcp_url"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func toProject(p switchboard.Project) projectJSON {
+	u := "/projects/" + p.ID + "/mcp"
+	if p.ID == "default" {
+		u = "/mcp"
+	}
+	return projectJSON{ID: p.ID, Description: p.Description, MCPURL: u, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "listing projects"); err != nil {
+		return err
+	}
+	list, err := a.st.ListProjects(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]projectJSON, len(list))
+	for i, p := range list {
+		out[i] = toProject(p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
+	return nil
+}
+
+func (a *API) createProject(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "creating a project"); err != nil {
+		return err
+	}
+	var in struct {
+		ID          string `json:"id"`
+		Description string `json:"description"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	if !projectID.MatchString(in.ID) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "id must be 1-63 lowercase letters, digits, '_' or '-', starting with a letter or digit")
+	}
+	if err := text("description", in.Description); err != nil {
+		return err
+	}
+	p, err := a.st.CreateProject(r.Context(), switchboard.Project{ID: in.ID, Description: in.Description})
+	if err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p.ID)
+	a.log.Info("project created", "project", p.ID)
+	writeJSON(w, http.StatusCreated, toProject(p))
+	return nil
+}
+
+func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.st.GetProject(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toProject(p))
+	return nil
+}
+
+func (a *API) updateProject(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Description *string `json:"description"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	p, err := a.st.GetProject(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	if in.Description != nil {
+		if err := text("description", *in.Description); err != nil {
+			return err
+		}
+		p.Description = *in.Description
+	}
+	if p, err = a.st.UpdateProject(r.Context(), p); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toProject(p))
+	return nil
+}
+
+func (a *API) deleteProject(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "deleting a project"); err != nil {
+		return err
+	}
+	id := r.PathValue("project")
+	if id == "default" {
+		return switchboard.Errorf(switchboard.ErrConflict, "the default project cannot be deleted; delete its servers instead")
+	}
+	if err := a.st.DeleteProject(r.Context(), id); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), id)
+	a.opts.TokensChanged(id)
+	a.log.Info("project deleted", "project", id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// ---- servers
+
+type serverJSON struct {
+	ID          string                    `json:"id"`
+	ProjectID   string                    `json:"project_id"`
+	ProductID   string                    `json:"product_id,omitempty"`
+	Name        string                    `json:"name"`
+	Description string                    `json:"description"`
+	Transport   switchboard.Transport     `json:"transport"`
+	Config      json.RawMessage           `json:"config"`
+	Enabled     bool                      `json:"enabled"`
+	CreatedAt   time.Time                 `json:"created_at"`
+	UpdatedAt   time.Time                 `json:"updated_at"`
+	Status      *switchboard.ServerStatus `json:"status,omitempty"`
+}
+
+// withStatus renders records with the live status of the enabled ones.
+func (a *API) withStatus(r *http.Request, project string, recs []switchboard.ServerRecord) []serverJSON {
+	byName := map[string]switchboard.ServerStatus{}
+	if st, err := a.opts.Projects.Status(r.Context(), project); err == nil {
+		for _, s := range st {
+			byName[s.Name] = s
+		}
+	}
+	out := make([]serverJSON, len(recs))
+	for i, rec := range recs {
+		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name,
+			Description: rec.Description, Transport: rec.Transport, Config: rec.Config, Enabled: rec.Enabled,
+			CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
+		if s, ok := byName[rec.Name]; ok && rec.Enabled {
+			out[i].Status = &s
+		}
+	}
+	return out
+}
+
+func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	recs, err := a.st.ListServers(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, recs)})
+	return nil
+}
+
+type serverIn struct {
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	Enabled     *bool           `json:"enabled"`
+	Config      json.RawMessage `json:"config"`
+}
+
+func (a *API) createServer(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	var in serverIn
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.Name == nil || *in.Name == "" {
+		return switchboard.Errorf(switchboard.ErrInvalid, "name is required")
+	}
+	if in.Config == nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, "config is required: the server's entry as in an mcpServers file, such as {\"command\": \"npx\", \"args\": [...]} or {\"url\": \"https://...\"}")
+	}
+	rec := switchboard.ServerRecord{ProjectID: p, Name: *in.Name, Config: in.Config, Enabled: true}
+	if in.Description != nil {
+		rec.Description = *in.Description
+	}
+	if in.Enabled != nil {
+		rec.Enabled = *in.Enabled
+	}
+	if err := text("description", rec.Description); err != nil {
+		return err
+	}
+	tr, err := parseEntry(rec.Name, rec.Config)
+	if err != nil {
+		return err
+	}
+	if err := a.stdioAllowed(r, tr); err != nil {
+		return err
+	}
+	rec.Transport = tr
+	if rec, err = a.st.CreateServer(r.Context(), rec); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("server created", "project", p, "server", rec.Name, "transport", rec.Transport)
+	writeJSON(w, http.StatusCreated, a.withStatus(r, p, []switchboard.ServerRecord{rec})[0])
+	return nil
+}
+
+func (a *API) getServer(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	rec, err := a.st.GetServer(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a.withStatus(r, p, []switchboard.ServerRecord{rec})[0])
+	return nil
+}
+
+func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	var in serverIn
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	rec, err := a.st.GetServer(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if in.Name != nil {
+		rec.Name = *in.Name
+	}
+	if in.Description != nil {
+		if err := text("description", *in.Description); err != nil {
+			return err
+		}
+		rec.Description = *in.Description
+	}
+	if in.Enabled != nil {
+		rec.Enabled = *in.Enabled
+	}
+	if in.Config != nil {
+		rec.Config = in.Config
+	}
+	tr, err := parseEntry(rec.Name, rec.Config)
+	if err != nil {
+		return err
+	}
+	if in.Config != nil || in.Name != nil {
+		if err := a.stdioAllowed(r, tr); err != nil {
+			return err
+		}
+	}
+	rec.Transport = tr
+	if rec, err = a.st.UpdateServer(r.Context(), rec); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("server updated", "project", p, "server", rec.Name, "enabled", rec.Enabled)
+	writeJSON(w, http.StatusOK, a.withStatus(r, p, []switchboard.ServerRecord{rec})[0])
+	return nil
+}
+
+func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
+	p, name := r.PathValue("project"), r.PathValue("name")
+	if err := a.st.DeleteServer(r.Context(), p, name); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("server deleted", "project", p, "server", name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// ---- product manifests
+
+func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
+	p, product := r.PathValue("project"), r.PathValue("product")
+	if !productID.MatchString(product) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "product must be 1-128 letters, digits, '_', '-' or '.', starting with a letter or digit")
+	}
+	var in struct {
+		MCP *struct {
+			Servers map[string]json.RawMessage `json:"servers"`
+		} `json:"mcp"`
+	}
+	if err := a.decode(w, r, &in, true); err != nil {
+		return err
+	}
+	if in.MCP == nil || in.MCP.Servers == nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, "the manifest needs an \"mcp\": {\"servers\": {name: entry, ...}} block")
+	}
+	recs := make([]switchboard.ServerRecord, 0, len(in.MCP.Servers))
+	for name, entry := range in.MCP.Servers {
+		tr, err := parseEntry(name, entry)
+		if err != nil {
+			return err
+		}
+		if err := a.stdioAllowed(r, tr); err != nil {
+			return err
+		}
+		var meta struct {
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(entry, &meta)
+		if err := text("server "+strconv.Quote(name)+" description", meta.Description); err != nil {
+			return err
+		}
+		recs = append(recs, switchboard.ServerRecord{Name: name, Description: meta.Description, Transport: tr, Config: entry, Enabled: true})
+	}
+	out, err := a.st.ImportManifest(r.Context(), p, product, recs)
+	if err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("manifest imported", "project", p, "product", product, "servers", len(out))
+	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, out)})
+	return nil
+}
+
+func (a *API) deleteProduct(w http.ResponseWriter, r *http.Request) error {
+	p, product := r.PathValue("project"), r.PathValue("product")
+	if !productID.MatchString(product) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "product must be 1-128 letters, digits, '_', '-' or '.', starting with a letter or digit")
+	}
+	if _, err := a.st.ImportManifest(r.Context(), p, product, nil); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// ---- secrets (write-only)
+
+type secretJSON struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func (a *API) listSecrets(w http.ResponseWriter, r *http.Request) error {
+	list, err := a.st.ListSecrets(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	out := make([]secretJSON, len(list))
+	for i, s := range list {
+		out[i] = secretJSON{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
+	return nil
+}
+
+func (a *API) putSecret(w http.ResponseWriter, r *http.Request) error {
+	p, name := r.PathValue("project"), r.PathValue("name")
+	if !secretName.MatchString(name) {
+		return switchboard.Errorf(switchboard.ErrInvalid, "secret names are variable names: letters, digits and '_', not starting with a digit, at most 128")
+	}
+	var in struct {
+		Value *string `json:"value"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	switch {
+	case in.Value == nil || *in.Value == "":
+		return switchboard.Errorf(switchboard.ErrInvalid, "value is required and must not be empty")
+	case len(*in.Value) > maxSecretBytes:
+		return switchboard.Errorf(switchboard.ErrInvalid, "value must be at most %d bytes", maxSecretBytes)
+	case containsNUL(*in.Value):
+		return switchboard.Errorf(switchboard.ErrInvalid, "value must not contain NUL characters (environment variables cannot hold them)")
+	}
+	ct, err := a.opts.Secrets.Seal(p, name, []byte(*in.Value))
+	if err != nil {
+		return err
+	}
+	s, err := a.st.PutSecret(r.Context(), switchboard.Secret{ProjectID: p, Name: name, Ciphertext: ct})
+	if err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("secret set", "project", p, "secret", name)
+	writeJSON(w, http.StatusOK, secretJSON{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+	return nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) error {
+	p, name := r.PathValue("project"), r.PathValue("name")
+	if err := a.st.DeleteSecret(r.Context(), p, name); err != nil {
+		return err
+	}
+	a.reconcile(r.Context(), p)
+	a.log.Info("secret deleted", "project", p, "secret", name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// ---- tokens (admin)
+
+type tokenJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Token     string     `json:"token,omitempty"` // only in the creation response
+}
+
+func toToken(t switchboard.Token) tokenJSON {
+	return tokenJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, RevokedAt: timeOrNil(t.RevokedAt)}
+}
+
+func (a *API) listTokens(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "listing tokens"); err != nil {
+		return err
+	}
+	list, err := a.st.ListTokens(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	out := make([]tokenJSON, len(list))
+	for i, t := range list {
+		out[i] = toToken(t)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	return nil
+}
+
+func (a *API) createToken(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "creating a token"); err != nil {
+		return err
+	}
+	p := r.PathValue("project")
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	if err := text("name", in.Name); err != nil {
+		return err
+	}
+	tok, hash := a.opts.NewToken()
+	t, err := a.st.CreateToken(r.Context(), switchboard.Token{ProjectID: p, Name: in.Name, Hash: hash})
+	if err != nil {
+		return err
+	}
+	a.opts.TokensChanged(p)
+	a.log.Info("token created", "project", p, "token_id", t.ID, "name", t.Name)
+	out := toToken(t)
+	out.Token = tok
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "revoking a token"); err != nil {
+		return err
+	}
+	p := r.PathValue("project")
+	t, err := a.st.RevokeToken(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	a.opts.TokensChanged(p)
+	a.log.Info("token revoked", "project", p, "token_id", t.ID)
+	writeJSON(w, http.StatusOK, toToken(t))
+	return nil
+}
+
+// ---- tools, status, history
+
+func (a *API) listTools(w http.ResponseWriter, r *http.Request) error {
+	cat, err := a.opts.Projects.Tools(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	type toolJSON struct {
+		Name   string          `json:"name"`
+		Server string          `json:"server"`
+		Tool   json.RawMessage `json:"tool"`
+	}
+	out := make([]toolJSON, len(cat.Tools))
+	for i, t := range cat.Tools {
+		out[i] = toolJSON{Name: t.Name, Server: t.Server, Tool: t.Raw}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": out})
+	return nil
+}
+
+func (a *API) status(w http.ResponseWriter, r *http.Request) error {
+	st, err := a.opts.Projects.Status(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		st = []switchboard.ServerStatus{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": st})
+	return nil
+}
+
+func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	if _, err := a.st.GetProject(r.Context(), p); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := switchboard.ToolCallFilter{ProjectID: p, Server: q.Get("server"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Cursor: q.Get("cursor")}
+	switch f.Outcome {
+	case "", switchboard.OutcomeOK, switchboard.OutcomeToolError, switchboard.OutcomeError:
+	default:
+		return switchboard.Errorf(switchboard.ErrInvalid, "outcome must be ok, tool_error or error")
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			ts, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return switchboard.Errorf(switchboard.ErrInvalid, "%s must be an RFC 3339 time such as 2026-11-22T10:00:00Z", t.name)
+			}
+			*t.dst = ts
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > switchboard.MaxToolCallLimit {
+			return switchboard.Errorf(switchboard.ErrInvalid, "limit must be an integer from 1 to %d", switchboard.MaxToolCallLimit)
+		}
+		f.Limit = n
+	}
+	for _, v := range []string{f.Server, f.Tool, f.Cursor} {
+		if err := text("a filter", v); err != nil {
+			return err
+		}
+	}
+	page, err := a.st.ListToolCalls(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	type callJSON struct {
+		ID         int64           `json:"id"`
+		Session    string          `json:"session"`
+		Server     string          `json:"server"`
+		Tool       string          `json:"tool"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Outcome    string          `json:"outcome"`
+		Code       int             `json:"code,omitempty"`
+		DurationMS float64         `json:"duration_ms"`
+		StartedAt  time.Time       `json:"started_at"`
+	}
+	out := make([]callJSON, len(page.Calls))
+	for i, c := range page.Calls {
+		out[i] = callJSON{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
+			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"calls": out, "next": page.Next})
+	return nil
+}
