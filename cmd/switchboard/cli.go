@@ -1038,7 +1038,7 @@ func (c *cli) history(cmd cliCommand, args []string) error {
 		if k.Code != 0 {
 			outcome += " " + strconv.Itoa(k.Code)
 		}
-		rows = append(rows, []string{when(k.StartedAt), k.Server, k.Tool, outcome, strconv.FormatFloat(k.DurationMS, 'f', -1, 64) + "ms", k.Session})
+		rows = append(rows, []string{when(k.StartedAt), k.Server, k.Tool, outcome, time.Duration(k.DurationMS * float64(time.Millisecond)).Round(time.Microsecond).String(), k.Session})
 	}
 	if err := c.table([]string{"STARTED", "SERVER", "TOOL", "OUTCOME", "DURATION", "SESSION"}, rows); err != nil {
 		return err
