@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -275,4 +276,360 @@ func resultText(t *testing.T, out string) string {
 		t.Fatalf("not a tool result: %v\n%s", err, out)
 	}
 	return res.Content[0].Text
+}
+
+// TestCLIEndToEnd drives every command against a real gateway, with an
+// admin token configured, as a user would.
+func TestCLIEndToEnd(t *testing.T) {
+	const admin = "admin-token-for-the-cli-test-0123456789"
+	const secret = "s3cr3t-Value-42"
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_ADMIN_TOKEN": admin})
+	r := newCLI(t, map[string]string{"SWITCHBOARD_URL": g.url, "SWITCHBOARD_TOKEN": admin})
+	t.Cleanup(func() {
+		if strings.Contains(r.seen.String(), admin) {
+			t.Errorf("the admin token was printed")
+		}
+	})
+
+	if !t.Run("projects", func(t *testing.T) {
+		r.t = t
+		out := r.ok("projects", "add", "p1", "--description", "CLI test")
+		if !strings.Contains(out, "p1") || !strings.Contains(out, g.url+"/projects/p1/mcp") {
+			t.Errorf("projects add printed:\n%s", out)
+		}
+		out = r.ok("projects", "ls")
+		if !hasRow(out, "p1", g.url+"/projects/p1/mcp", "CLI test") || !hasRow(out, "default", g.url+"/mcp") {
+			t.Errorf("projects ls:\n%s", out)
+		}
+		var ls struct {
+			Projects []struct {
+				ID     string `json:"id"`
+				MCPURL string `json:"mcp_url"`
+			} `json:"projects"`
+		}
+		decode(t, r.ok("projects", "ls", "--json"), &ls)
+		ids := map[string]string{}
+		for _, p := range ls.Projects {
+			ids[p.ID] = p.MCPURL
+		}
+		if ids["p1"] != "/projects/p1/mcp" || ids["default"] != "/mcp" {
+			t.Errorf("projects ls --json: %+v", ls)
+		}
+		var ae *apiError
+		if err := r.fails("projects", "add", "p1"); !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "conflict" {
+			t.Errorf("duplicate project: got %v, want 409 conflict", err)
+		}
+		if err := r.fails("projects", "add", "Not Valid"); !errors.As(err, &ae) || ae.Status != 400 || ae.Message == "" {
+			t.Errorf("invalid project id: got %v, want 400 with a message", err)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("secrets", func(t *testing.T) {
+		r.t = t
+		// The value comes on stdin, with the newline echo adds.
+		if out, errOut, err := r.run(secret+"\n", "secrets", "set", "API_KEY", "-p", "p1"); err != nil {
+			t.Fatalf("secrets set: %v\n%s%s", err, out, errOut)
+		}
+		if out := r.ok("secrets", "ls", "-p", "p1"); !hasRow(out, "API_KEY") {
+			t.Errorf("secrets ls:\n%s", out)
+		}
+		if out := r.ok("secrets", "ls", "-p", "p1", "--json"); !strings.Contains(out, `"API_KEY"`) {
+			t.Errorf("secrets ls --json:\n%s", out)
+		}
+		r.ok("secrets", "set", "OTHER", "x", "-p", "p1")
+		r.ok("secrets", "rm", "OTHER", "-p", "p1")
+		if out := r.ok("secrets", "ls", "-p", "p1"); hasRow(out, "OTHER") {
+			t.Errorf("removed secret still listed:\n%s", out)
+		}
+		if strings.Contains(r.seen.String(), secret) {
+			t.Fatalf("the secret value was printed")
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("servers", func(t *testing.T) {
+		r.t = t
+		// The fixture as a stdio child; SB_SECRET comes from the project's
+		// secret, resolved at connect time.
+		out := r.ok("servers", "add", "fx", "-p", "p1", "--command", os.Args[0],
+			"--env", mcptest.EnvFixture+"=stdio", "--env", mcptest.EnvFixtureName+"=fx",
+			"--env", "SB_SECRET=${API_KEY}", "--description", "fixture")
+		if !strings.Contains(out, "fx") {
+			t.Errorf("servers add printed:\n%s", out)
+		}
+		// A remote one, disabled, from flags; --json prints the API's Server.
+		var rem struct {
+			Transport string `json:"transport"`
+			Enabled   bool   `json:"enabled"`
+			Config    struct {
+				URL        string            `json:"url"`
+				Headers    map[string]string `json:"headers"`
+				ToolPrefix string            `json:"toolPrefix"`
+			} `json:"config"`
+		}
+		decode(t, r.ok("servers", "add", "rem", "-p", "p1", "--url", closedURL(t)+"/mcp", "--transport", "streamable-http",
+			"--header", "Authorization=Bearer ${API_KEY}", "--tool-prefix", "rem_", "--disabled", "--json"), &rem)
+		if rem.Transport != "streamable-http" || rem.Enabled || rem.Config.Headers["Authorization"] != "Bearer ${API_KEY}" || rem.Config.ToolPrefix != "rem_" {
+			t.Errorf("servers add rem --json: %+v", rem)
+		}
+		// --config verbatim.
+		r.ok("servers", "add", "cfg", "-p", "p1", "--disabled", "--config", `{"command": "true", "args": ["a"], "callTimeout": "45s"}`)
+
+		out = r.ok("servers", "ls", "-p", "p1")
+		if !hasRow(out, "fx", "stdio") || !hasRow(out, "rem", "streamable-http", "disabled") || !hasRow(out, "cfg", "stdio", "disabled") {
+			t.Errorf("servers ls:\n%s", out)
+		}
+		r.ok("servers", "rm", "cfg", "-p", "p1")
+		r.ok("servers", "rm", "rem", "-p", "p1")
+		var ae *apiError
+		if err := r.fails("servers", "rm", "rem", "-p", "p1"); !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "not_found" {
+			t.Errorf("removing a missing server: got %v, want 404 not_found", err)
+		}
+		if out := r.ok("servers", "ls", "-p", "p1"); hasRow(out, "rem") || hasRow(out, "cfg") {
+			t.Errorf("removed servers still listed:\n%s", out)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("tools", func(t *testing.T) {
+		r.t = t
+		out := r.ok("tools", "ls", "-p", "p1")
+		for _, tool := range []string{"echo", "exotic", "progress"} {
+			if !hasRow(out, tool, "fx") {
+				t.Errorf("tools ls lacks %s:\n%s", tool, out)
+			}
+		}
+		if out := r.ok("tools", "ls"); !hasRow(out, "echo", "up") {
+			t.Errorf("tools ls of the default project:\n%s", out)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("call", func(t *testing.T) {
+		r.t = t
+		if got := resultText(t, r.ok("call", "echo", `{"text": "hi p1"}`, "-p", "p1")); got != "hi p1" {
+			t.Errorf("echo in p1: %q", got)
+		}
+		if got := resultText(t, r.ok("call", "echo", `{"text": "hi default"}`)); got != "hi default" {
+			t.Errorf("echo in default: %q", got)
+		}
+		var re *rpcError
+		if err := r.fails("call", "no_such_tool", "-p", "p1"); !errors.As(err, &re) || re.Code != -32601 {
+			t.Errorf("unknown tool: got %v, want JSON-RPC error -32601", err)
+		} else if !strings.Contains(err.Error(), "-32601") {
+			t.Errorf("the message %q does not show the code", err)
+		}
+		out, _, err := r.run("", "call", "tool_error", "-p", "p1")
+		var te *toolError
+		if !errors.As(err, &te) || !strings.Contains(out, `"isError": true`) {
+			t.Errorf("tool_error: got %v, stdout %s", err, out)
+		}
+		out, errOut, err := r.run("", "call", "progress", `{"steps": 2}`, "--progress", "-p", "p1")
+		if err != nil || resultText(t, out) != "done" || !strings.Contains(errOut, "progress 2/2") {
+			t.Errorf("progress through the gateway: %v\nstdout %s\nstderr %s", err, out, errOut)
+		}
+		// The secret reached the child exactly, without the newline. The
+		// env tool's output holds it, so it stays out of r.seen.
+		rr := newCLI(t, r.env)
+		env := resultText(t, rr.ok("call", "env", "-p", "p1"))
+		if !strings.Contains("\n"+env+"\n", "\nSB_SECRET="+secret+"\n") {
+			t.Errorf("SB_SECRET is not the secret set through stdin")
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("disable and enable", func(t *testing.T) {
+		r.t = t
+		if out := r.ok("servers", "disable", "fx", "-p", "p1"); !strings.Contains(out, "disabled") {
+			t.Errorf("servers disable printed:\n%s", out)
+		}
+		if out := r.ok("servers", "ls", "-p", "p1"); !hasRow(out, "fx", "stdio", "disabled") {
+			t.Errorf("servers ls after disable:\n%s", out)
+		}
+		if out := r.ok("tools", "ls", "-p", "p1"); hasRow(out, "echo") {
+			t.Errorf("a disabled server's tools are listed:\n%s", out)
+		}
+		var re *rpcError
+		if err := r.fails("call", "echo", `{"text": "x"}`, "-p", "p1"); !errors.As(err, &re) || re.Code != -32601 {
+			t.Errorf("calling a disabled server's tool: got %v, want -32601", err)
+		}
+		r.ok("servers", "enable", "fx", "-p", "p1")
+		if out := r.ok("servers", "ls", "-p", "p1"); hasRow(out, "fx", "stdio", "disabled") {
+			t.Errorf("servers ls after enable:\n%s", out)
+		}
+		if got := resultText(t, r.ok("call", "echo", `{"text": "back"}`, "-p", "p1")); got != "back" {
+			t.Errorf("echo after enable: %q", got)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("tokens", func(t *testing.T) {
+		r.t = t
+		out, errOut, err := r.run("", "tokens", "create", "ci", "-p", "p1")
+		if err != nil {
+			t.Fatalf("tokens create: %v", err)
+		}
+		token := strings.TrimSpace(out)
+		if !strings.HasPrefix(token, "sbt_") || strings.Contains(token, "\n") || !strings.Contains(errOut, "only") {
+			t.Fatalf("tokens create: stdout %q, stderr %q", out, errOut)
+		}
+		var tokens struct {
+			Tokens []apiToken `json:"tokens"`
+		}
+		decode(t, r.ok("tokens", "ls", "-p", "p1", "--json"), &tokens)
+		if len(tokens.Tokens) != 1 || tokens.Tokens[0].Name != "ci" || tokens.Tokens[0].Token != "" {
+			t.Fatalf("tokens ls --json: %+v", tokens)
+		}
+		id := tokens.Tokens[0].ID
+		if out := r.ok("tokens", "ls", "-p", "p1"); !hasRow(out, id, "ci") || !strings.HasSuffix(strings.TrimSpace(out), " -") || strings.Contains(out, token) {
+			t.Errorf("tokens ls:\n%s", out)
+		}
+		// The project token reaches its project, over the API and MCP.
+		if out := r.ok("servers", "ls", "-p", "p1", "--token", token); !hasRow(out, "fx") {
+			t.Errorf("servers ls with the project token:\n%s", out)
+		}
+		if got := resultText(t, r.ok("call", "echo", `{"text": "tok"}`, "-p", "p1", "--token", token)); got != "tok" {
+			t.Errorf("echo with the project token: %q", got)
+		}
+		var ae *apiError
+		for _, args := range [][]string{
+			{"servers", "ls", "-p", "default", "--token", token}, // another project
+			{"tokens", "ls", "-p", "p1", "--token", token},       // admin only
+		} {
+			if err := r.fails(args...); !errors.As(err, &ae) || ae.Status != 403 {
+				t.Errorf("%v: got %v, want 403", args, err)
+			}
+		}
+		bad := "sbt_" + strings.Repeat("A", 43)
+		err = r.fails("servers", "ls", "-p", "p1", "--token", bad)
+		if !errors.As(err, &ae) || ae.Status != 401 || ae.Message == "" {
+			t.Errorf("bad token: got %v, want 401 with the API's message", err)
+		}
+		if strings.Contains(err.Error(), bad) {
+			t.Errorf("the error shows the token: %v", err)
+		}
+		noToken := newCLI(t, map[string]string{"SWITCHBOARD_URL": g.url})
+		if err := noToken.fails("projects", "ls"); !errors.As(err, &ae) || ae.Status != 401 {
+			t.Errorf("no token: got %v, want 401", err)
+		}
+		if err := noToken.fails("call", "echo", `{"text": "x"}`, "-p", "p1"); !errors.As(err, &ae) || ae.Status != 401 {
+			t.Errorf("MCP without a token: got %v, want 401", err)
+		}
+
+		r.ok("tokens", "revoke", id, "-p", "p1")
+		if out := r.ok("tokens", "ls", "-p", "p1"); !hasRow(out, id, "ci") || strings.HasSuffix(strings.TrimSpace(out), " -") {
+			t.Errorf("tokens ls after revoke:\n%s", out)
+		}
+		if err := r.fails("servers", "ls", "-p", "p1", "--token", token); !errors.As(err, &ae) || ae.Status != 401 {
+			t.Errorf("revoked token: got %v, want 401", err)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("history", func(t *testing.T) {
+		r.t = t
+		// The call log is written in batches: ask until the last call made
+		// (the third successful echo) is in.
+		var h struct {
+			Calls []struct {
+				Server  string `json:"server"`
+				Tool    string `json:"tool"`
+				Outcome string `json:"outcome"`
+			} `json:"calls"`
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			decode(t, r.ok("history", "-p", "p1", "--tool", "echo", "--outcome", "ok", "--json"), &h)
+			if len(h.Calls) >= 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("history has %d of the 3 echo calls made", len(h.Calls))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, c := range h.Calls {
+			if c.Tool != "echo" || c.Outcome != "ok" || c.Server != "fx" {
+				t.Errorf("history --tool echo --outcome ok has %+v", c)
+			}
+		}
+		out := r.ok("history", "-p", "p1")
+		for _, row := range [][]string{
+			{"fx", "echo", "ok"},
+			{"-", "no_such_tool", "error -32601"},
+			{"-", "echo", "error -32601"}, // while disabled
+			{"fx", "tool_error", "tool_error"},
+			{"fx", "progress", "ok"},
+		} {
+			if !hasRow(out, row...) {
+				t.Errorf("history lacks %q:\n%s", row, out)
+			}
+		}
+		out, errOut, err := r.run("", "history", "-p", "p1", "--limit", "1")
+		if err != nil || strings.Count(out, "\n") != 2 || !strings.Contains(errOut, "--cursor") {
+			t.Errorf("history --limit 1: %v\nstdout %s\nstderr %s", err, out, errOut)
+		}
+		if out := r.ok("history"); !hasRow(out, "up", "echo", "ok") || hasRow(out, "fx") {
+			t.Errorf("history of the default project:\n%s", out)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("cleanup", func(t *testing.T) {
+		r.t = t
+		r.ok("servers", "rm", "fx", "-p", "p1")
+		if out := r.ok("servers", "ls", "-p", "p1"); hasRow(out, "fx") {
+			t.Errorf("removed server still listed:\n%s", out)
+		}
+		r.ok("projects", "rm", "p1")
+		if out := r.ok("projects", "ls"); hasRow(out, "p1") {
+			t.Errorf("removed project still listed:\n%s", out)
+		}
+		var ae *apiError
+		if err := r.fails("projects", "rm", "default"); !errors.As(err, &ae) || ae.Status != 409 {
+			t.Errorf("removing the default project: got %v, want 409", err)
+		}
+	}) {
+		return
+	}
+
+	if strings.Contains(r.seen.String(), secret) {
+		t.Errorf("the secret value was printed")
+	}
+}
+
+// hasRow reports whether a table has a row holding cells in order, each
+// as whole words ("error -32601" matches two columns).
+func hasRow(table string, cells ...string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		rest := " " + strings.Join(strings.Fields(line), " ") + " "
+		ok := true
+		for _, c := range cells {
+			i := strings.Index(rest, " "+c+" ")
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(c)+1:]
+		}
+		if ok && len(cells) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func decode(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
 }
