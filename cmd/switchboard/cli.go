@@ -689,7 +689,7 @@ func (c *cli) serversAdd(cmd cliCommand, args []string) error {
 		}
 		return c.addServer(pos[0], *desc, !*disabled, json.RawMessage(*config))
 	case *command != "" && *remote != "":
-		return bad("give either --command (stdio) or --url (remote), not both")
+		return bad("give either --command (stdio) or --url (remote), not both; in servers add, --url is the server's URL and --gateway the gateway's")
 	case *command != "":
 		for _, f := range remoteOnly {
 			if set[f] {
