@@ -163,3 +163,43 @@ func TestDatabaseURLNeverPrinted(t *testing.T) {
 		t.Errorf("bad URL error = %v", err)
 	}
 }
+
+// A non-loopback bind without an admin token is refused unless the
+// operator says the network is trusted; tokens never reach the log.
+func TestAccessConfig(t *testing.T) {
+	const admin = "admin-token-0123456789abcdef"
+	const key = "c2VjcmV0LWtleS1zZWNyZXQta2V5LXNlY3JldC1rZXk="
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // substring; "" means valid
+	}{
+		{"loopback dev mode", map[string]string{}, ""},
+		{"localhost IPv6", map[string]string{"MCP_SERVER_HOST": "::1"}, ""},
+		{"all interfaces, no token", map[string]string{"MCP_SERVER_HOST": "0.0.0.0"}, "MCP_SERVER_ADMIN_TOKEN is not set"},
+		{"LAN address, no token", map[string]string{"MCP_SERVER_HOST": "10.1.2.3"}, "MCP_SERVER_ALLOW_UNAUTHENTICATED=true"},
+		{"all interfaces, admin token", map[string]string{"MCP_SERVER_HOST": "0.0.0.0", "MCP_SERVER_ADMIN_TOKEN": admin}, ""},
+		{"all interfaces, trusted network", map[string]string{"MCP_SERVER_HOST": "0.0.0.0", "MCP_SERVER_ALLOW_UNAUTHENTICATED": "true"}, ""},
+		{"short admin token", map[string]string{"MCP_SERVER_ADMIN_TOKEN": "short"}, "at least 16 characters"},
+		{"bad sync interval", map[string]string{"MCP_SERVER_SYNC_INTERVAL": "0s"}, "MCP_SERVER_SYNC_INTERVAL"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.env["HOME"] = "/home/u"
+			c.env["MCP_SERVER_SECRET_KEY"] = key
+			cfg, err := Load(envOf(c.env))
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+			case err != nil && strings.Contains(err.Error(), "short"):
+				t.Errorf("the error echoes the token value: %v", err)
+			}
+			logged := fmt.Sprint(cfg.LogAttrs()...)
+			if strings.Contains(logged, admin) || strings.Contains(logged, key) || strings.Contains(logged, "short") {
+				t.Errorf("LogAttrs leaks a token or key: %s", logged)
+			}
+		})
+	}
+}
