@@ -114,6 +114,7 @@ func (h *Hub) newRuntime(id string) *runtime {
 	eo := h.opts.Edge
 	eo.Project = id
 	eo.Logger = log
+	eo.RequestLogger = h.log
 	eo.Principal = principalKey
 	eo.OpenSessions = h.Sessions
 	if id != Default {

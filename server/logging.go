@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-type loggerKey struct{}
+type logAttrsKey struct{}
 
-// reqLog returns the request's logger (request_id, session_id attached),
-// or the server's.
+// reqLog returns this edge's logger with the request's request_id and
+// session_id attached. The attributes travel in the context, not a
+// logger: the edge that logs may not be the one that wrapped the request.
 func (s *Server) reqLog(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
+	if attrs, ok := ctx.Value(logAttrsKey{}).([]any); ok {
+		return s.log.With(attrs...)
 	}
 	return s.log
 }
@@ -43,10 +44,14 @@ func (s *Server) withRequestLog(next http.Handler) http.Handler {
 		} else if sid := r.URL.Query().Get("sessionId"); sid != "" && len(sid) <= 128 {
 			attrs = append(attrs, "session_id", sid)
 		}
-		log := s.log.With(attrs...)
+		base := s.opts.RequestLogger
+		if base == nil {
+			base = s.log
+		}
+		log := base.With(attrs...)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
-		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), loggerKey{}, log)))
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), logAttrsKey{}, attrs)))
 		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
 	})
 }

@@ -58,6 +58,9 @@ type Options struct {
 	MaxSessions    int           // open sessions (both transports); default 10000
 	Heartbeat      time.Duration // default 25s
 	Logger         *slog.Logger
+	// RequestLogger, when set, logs Wrap's request lines instead of
+	// Logger (which may carry this edge's project while Wrap fronts all).
+	RequestLogger *slog.Logger
 	// Project labels this edge's metrics; default "default".
 	Project string
 	// Observer, when set, is told about every tool call.
