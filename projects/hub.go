@@ -77,7 +77,7 @@ type runtime struct {
 	mgr    *upstreams.Manager
 	edge   *server.Server
 	redact *secrets.Redactor
-	mu     sync.Mutex // serializes Reconcile of this project
+	mu     sync.Mutex // serializes Reconcile of this project, store reads included
 }
 
 // New returns a hub with the default project's runtime in place; call
@@ -200,6 +200,20 @@ func (h *Hub) SyncAll(ctx context.Context) error {
 // servers whose resolved configuration changed reconnect. A project that
 // no longer exists is stopped. Errors wrap ErrNotFound when id is unknown.
 func (h *Hub) Reconcile(ctx context.Context, id string) error {
+	rt := h.runtime(id, false)
+	if rt == nil {
+		if _, err := h.st.GetProject(ctx, id); err != nil && id != Default {
+			return err
+		}
+		if rt = h.runtime(id, true); rt == nil {
+			return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+		}
+	}
+	// One reconcile per project at a time, from reading the store to
+	// applying: a slow sync that read the store before an API change must
+	// not apply its older view after the API's reconcile.
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	records, err := h.st.ListServers(ctx, id)
 	if errors.Is(err, switchboard.ErrNotFound) && id != Default {
 		h.remove(ctx, id)
@@ -207,10 +221,6 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	}
 	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 		return fmt.Errorf("project %q: listing servers: %w", id, err)
-	}
-	rt := h.runtime(id, true)
-	if rt == nil {
-		return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
 	}
 	values, err := h.secretValues(ctx, id)
 	if err != nil {
@@ -251,8 +261,6 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	for _, v := range values {
 		vals = append(vals, v)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	rt.redact.Set(vals)
 	rt.mgr.Apply(ctx, specs)
 	return nil
