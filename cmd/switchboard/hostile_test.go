@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 // hostileCase is one malformed or hostile request and what the gateway must
@@ -29,11 +31,12 @@ type hostileCase struct {
 	chunked   io.Reader // body sent with Transfer-Encoding: chunked
 	raw       string    // the whole request, written as is over TCP
 
-	status int                         // HTTP status expected (0: left to check)
-	code   int                         // JSON-RPC error code expected (0: no JSON-RPC error expected)
-	id     string                      // the JSON-RPC id expected in the reply, raw
-	result bool                        // a JSON-RPC result is expected
-	check  func(*testing.T, *rpcReply) // more checks
+	status  int                         // HTTP status expected (0: left to check)
+	code    int                         // JSON-RPC error code expected (0: no JSON-RPC error expected)
+	apiCode string                      // admin API error code expected, as in {"error": {"code": ...}}
+	id      string                      // the JSON-RPC id expected in the reply, raw
+	result  bool                        // a JSON-RPC result is expected
+	check   func(*testing.T, *rpcReply) // more checks
 }
 
 // hostileTimeout bounds every single request of the table.
@@ -430,8 +433,8 @@ func TestHostileInput(t *testing.T) {
 		{name: "/message text/plain", path: legacy.endpoint, header: http.Header{"Content-Type": {"text/plain"}}, body: ping, status: 415, code: -32600},
 		{name: "POST /sse", path: "/sse", body: ping, status: 405},
 		{name: "GET /message", method: http.MethodGet, path: "/message", status: 405},
-		{name: "/api/v1/anything", method: http.MethodGet, path: "/api/v1/anything", status: 404},
-		{name: "POST /api/v1/projects", path: "/api/v1/projects", body: `{}`, status: 400},
+		{name: "/api/v1/anything", method: http.MethodGet, path: "/api/v1/anything", status: 404, apiCode: "not_found"},
+		{name: "POST /api/v1/projects", path: "/api/v1/projects", body: `{}`, status: 400, apiCode: "invalid"},
 		{name: "/MCP", path: "/MCP", body: list, status: 404},
 		{name: "path traversal out of /mcp", raw: rawReq("GET /mcp/../../etc/passwd HTTP/1.1", host), check: func(t *testing.T, rep *rpcReply) {
 			// ServeMux cleans the path and redirects; it never serves a file.
@@ -482,8 +485,11 @@ func TestHostileInput(t *testing.T) {
 			if c.code != 0 && rep.code() != c.code {
 				t.Errorf("JSON-RPC code %d, want %d: %.300s", rep.code(), c.code, rep.Body)
 			}
-			if c.code == 0 && rep.code() != 0 {
+			if c.code == 0 && c.apiCode == "" && rep.code() != 0 {
 				t.Errorf("unexpected JSON-RPC error %d: %.300s", rep.code(), rep.Body)
+			}
+			if c.apiCode != "" {
+				checkAPIError(t, c.apiCode, rep)
 			}
 			if c.id != "" && string(rep.msg.ID) != c.id {
 				t.Errorf("reply id %.80s, want %.80s", rep.msg.ID, c.id)
@@ -589,4 +595,497 @@ func checkNoSecret(t *testing.T, secret string, rep *rpcReply) {
 			}
 		}
 	}
+}
+
+// apiStatusOfCode is the admin API's one HTTP status per error code.
+var apiStatusOfCode = map[string]int{
+	"invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "method_not_allowed": 405,
+	"conflict": 409, "too_large": 413, "unsupported_media_type": 415, "internal": 500, "unavailable": 503, "timeout": 504,
+}
+
+// checkAPIError checks that rep has the admin API's error shape,
+// {"error": {"code": want, "message": "..."}}, and the code's status.
+func checkAPIError(t *testing.T, want string, rep *rpcReply) {
+	t.Helper()
+	var body struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rep.Body, &body); err != nil || body.Error == nil || body.Error.Message == "" {
+		t.Errorf("HTTP %d without the API error shape: %.300s", rep.Status, rep.Body)
+		return
+	}
+	if body.Error.Code != want {
+		t.Errorf("API error code %q, want %q: %.300s", body.Error.Code, want, rep.Body)
+	}
+	if s := apiStatusOfCode[body.Error.Code]; s != rep.Status {
+		t.Errorf("API error code %q with HTTP %d; the code means %d", body.Error.Code, rep.Status, s)
+	}
+	if ct := rep.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("API error with Content-Type %q", ct)
+	}
+	if rep.Status == http.StatusUnauthorized && !strings.HasPrefix(rep.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("401 without WWW-Authenticate: Bearer (got %q)", rep.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// apiDo sends one admin API request with token (none when empty) and
+// returns the status and body; the setup and the snapshots use it.
+func apiDo(t *testing.T, base, token, method, path, body string) (int, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the reply: %v", method, path, err)
+	}
+	return resp.StatusCode, raw
+}
+
+// apiMust is apiDo that fails t unless the status is want, decoding the
+// reply into out when out is not nil.
+func apiMust(t *testing.T, base, token, method, path, body string, want int, out any) {
+	t.Helper()
+	status, raw := apiDo(t, base, token, method, path, body)
+	if status != want {
+		t.Fatalf("%s %s: HTTP %d, want %d: %s", method, path, status, want, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+}
+
+// apiSnapshot is everything the admin API stores, as the admin sees it:
+// projects, and each project's servers (without their live status),
+// secrets and tokens. In open mode a project with tokens is read with the
+// one in projectTokens (its token routes stay open to the admin).
+func apiSnapshot(t *testing.T, base, admin string, projectTokens map[string]string) map[string]any {
+	t.Helper()
+	var projects struct {
+		Projects []map[string]any `json:"projects"`
+	}
+	apiMust(t, base, admin, http.MethodGet, "/api/v1/projects", "", http.StatusOK, &projects)
+	snap := map[string]any{"projects": projects.Projects}
+	for _, p := range projects.Projects {
+		id, _ := p["id"].(string)
+		var servers struct {
+			Servers []map[string]any `json:"servers"`
+		}
+		reader := cmp.Or(projectTokens[id], admin)
+		apiMust(t, base, reader, http.MethodGet, "/api/v1/projects/"+id+"/servers", "", http.StatusOK, &servers)
+		for _, s := range servers.Servers {
+			delete(s, "status") // live, not stored
+		}
+		var secrets, tokens any
+		apiMust(t, base, reader, http.MethodGet, "/api/v1/projects/"+id+"/secrets", "", http.StatusOK, &secrets)
+		apiMust(t, base, admin, http.MethodGet, "/api/v1/projects/"+id+"/tokens", "", http.StatusOK, &tokens)
+		snap[id] = map[string]any{"servers": servers.Servers, "secrets": secrets, "tokens": tokens}
+	}
+	return snap
+}
+
+// runAPICases sends each case with the admin token unless it sets its own
+// Authorization (an empty list sends none) and checks the answer: HTTP
+// status, then the API error code or, for what the MCP edge answers before
+// the API (foreign Origin, Host), the JSON-RPC code; no secret echoed.
+func runAPICases(t *testing.T, base, admin, secret string, cases []hostileCase) {
+	t.Helper()
+	echoable := 0
+	for _, c := range cases {
+		if strings.Contains(c.body, secret) || strings.Contains(c.raw, secret) {
+			echoable++
+		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.status >= 400 && c.apiCode == "" && c.code == 0 && c.check == nil {
+				t.Fatal("an error case needs the API error code (apiCode), the edge's JSON-RPC code (code) or a check")
+			}
+			h := http.Header{}
+			for k, v := range c.header {
+				h[k] = v
+			}
+			if _, ok := h["Authorization"]; !ok && admin != "" {
+				h.Set("Authorization", "Bearer "+admin)
+			}
+			c.header = h
+			c.path = "/api/v1" + c.path
+			if c.method == "" {
+				c.method = http.MethodPost
+			}
+			rep := sendHostile(t, base, "", c)
+			if c.status != 0 && rep.Status != c.status {
+				t.Errorf("HTTP %d, want %d: %.300s", rep.Status, c.status, rep.Body)
+			}
+			switch {
+			case c.code != 0:
+				if rep.code() != c.code {
+					t.Errorf("JSON-RPC code %d, want %d: %.300s", rep.code(), c.code, rep.Body)
+				}
+			case c.apiCode != "":
+				checkAPIError(t, c.apiCode, rep)
+			case rep.Status < 400 && bytes.Contains(rep.Body, []byte(`"error"`)):
+				t.Errorf("a success with an error body: %.300s", rep.Body)
+			}
+			if c.check != nil {
+				c.check(t, rep)
+			}
+			checkNoSecret(t, secret, rep)
+		})
+	}
+	if echoable < 5 {
+		t.Errorf("only %d cases carry the secret; the no-echo checks prove little", echoable)
+	}
+}
+
+// allow checks the Allow header of a 405.
+func allow(want string) func(*testing.T, *rpcReply) {
+	return func(t *testing.T, rep *rpcReply) {
+		t.Helper()
+		if got := rep.Header.Get("Allow"); got != want {
+			t.Errorf("Allow %q, want %q", got, want)
+		}
+	}
+}
+
+// noHeader checks that a hostile value did not become a response header.
+func noHeader(name string) func(*testing.T, *rpcReply) {
+	return func(t *testing.T, rep *rpcReply) {
+		t.Helper()
+		if v, ok := rep.Header[http.CanonicalHeaderKey(name)]; ok {
+			t.Errorf("response header %s: %q was injected", name, v)
+		}
+	}
+}
+
+// shortBody checks that an error does not echo a long input whole.
+func shortBody(t *testing.T, rep *rpcReply) {
+	t.Helper()
+	if len(rep.Body) > 1024 {
+		t.Errorf("error body of %d bytes echoes the input", len(rep.Body))
+	}
+}
+
+// checkGatewayLog fails t if the gateway logged a panic, the secret or a
+// line forged by a client.
+func checkGatewayLog(t *testing.T, logs, secret string) {
+	t.Helper()
+	if strings.Contains(strings.ToLower(logs), "panic") {
+		t.Errorf("the gateway log mentions a panic")
+	}
+	if strings.Contains(logs, secret) {
+		t.Errorf("the gateway log shows the secret")
+	}
+	for line := range strings.Lines(logs) {
+		if strings.HasPrefix(line, "level=ERROR msg=forged-by-client") {
+			t.Errorf("a client forged a log line: %q", line)
+		}
+	}
+}
+
+// TestHostileAPI throws malformed and hostile requests at the admin API of
+// a real gateway with an admin token (and, in a second gateway, in open
+// mode) and checks each answer: HTTP status and API error code, no secret
+// echoed. Afterwards everything the API stores (projects, servers, secrets,
+// tokens) must be exactly as before.
+func TestHostileAPI(t *testing.T) {
+	const secret = "hostile-api-secret-Qm8rT3vN6yW1"
+	const limit = 128 << 10
+	t.Run("admin token", func(t *testing.T) { hostileAPIAdmin(t, secret, limit) })
+	t.Run("open mode", func(t *testing.T) { hostileAPIOpen(t, secret) })
+}
+
+func hostileAPIAdmin(t *testing.T, secret string, limit int) {
+	const admin = "hostile-admin-token-5f2c9a1e7b3d"
+	g := startGateway(t, nil, map[string]string{
+		"MCP_SERVER_ADMIN_TOKEN":    admin,
+		"MCP_SERVER_MAX_BODY_BYTES": itoa(limit),
+	})
+	base := g.url
+	host := "Host: " + strings.TrimPrefix(base, "http://")
+
+	// What the hostile requests aim at, all in place before the snapshot.
+	type created struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	apiMust(t, base, admin, "POST", "/api/v1/projects", `{"id":"acme","description":"hostile target"}`, 201, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects", `{"id":"other"}`, 201, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"remote","config":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer ${API_KEY}"}}}`, 201, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"local","enabled":false,"config":{"command":"true"}}`, 201, nil)
+	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/secrets/API_KEY", `{"value":"`+secret+`"}`, 200, nil)
+	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/app", `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"}}}}`, 200, nil)
+	var tok, old, otherTok created
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"agent"}`, 201, &tok)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"revoked"}`, 201, &old)
+	apiMust(t, base, admin, "DELETE", "/api/v1/projects/acme/tokens/"+old.ID, "", 200, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/other/tokens", `{}`, 201, &otherTok)
+	before := apiSnapshot(t, base, admin, nil)
+
+	bearer := func(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+	asAgent := bearer(tok.Token)
+	ct := func(v string) http.Header { return http.Header{"Content-Type": {v}} }
+	evil := http.Header{"Origin": {"https://evil.example"}}
+	rawReq := func(lines ...string) string { return strings.Join(lines, "\r\n") + "\r\n\r\n" }
+	long := func(n int) string { return strings.Repeat("a", n) }
+	srv := `{"name":"n","config":{"url":"http://n.example"}}`
+	stdio := `{"name":"sh","config":{"command":"sh","args":["-c","id"]}}`
+	calls := "/projects/acme/tool-calls"
+	sqlName := "x'; DROP TABLE kb_project_mcp_servers;--"
+
+	cases := []hostileCase{
+		// Bodies that are not one JSON value of the right shape.
+		{name: "bad JSON", path: "/projects", body: `{"id":"x",}`, status: 400, apiCode: "invalid"},
+		{name: "truncated JSON", path: "/projects", body: `{"id":"x`, status: 400, apiCode: "invalid"},
+		{name: "trailing garbage", path: "/projects", body: `{"id":"x"}garbage`, status: 400, apiCode: "invalid"},
+		{name: "trailing closing brace", path: "/projects", body: `{"id":"x"}}`, status: 400, apiCode: "invalid"},
+		{name: "trailing closing bracket", path: "/projects/acme/servers", body: srv + `]`, status: 400, apiCode: "invalid"},
+		{name: "two values", path: "/projects", body: `{"id":"x"} {"id":"y"}`, status: 400, apiCode: "invalid"},
+		{name: "unknown field", path: "/projects", body: `{"id":"x","owner":"root"}`, status: 400, apiCode: "invalid"},
+		{name: "unknown field id in PATCH", method: "PATCH", path: "/projects/acme", body: `{"description":"x","id":"evil"}`, status: 400, apiCode: "invalid"},
+		{name: "unknown field of 10 KB", path: "/projects", body: `{"` + long(10<<10) + `":1}`, status: 400, apiCode: "invalid", check: shortBody},
+		{name: "id is a number", path: "/projects", body: `{"id":42}`, status: 400, apiCode: "invalid"},
+		{name: "enabled is a string", method: "PATCH", path: "/projects/acme/servers/remote", body: `{"enabled":"false"}`, status: 400, apiCode: "invalid"},
+		{name: "config is a string", path: "/projects/acme/servers", body: `{"name":"n","config":"npx server"}`, status: 400, apiCode: "invalid"},
+		{name: "config is null", method: "PATCH", path: "/projects/acme/servers/remote", body: `{"config":null}`, status: 400, apiCode: "invalid"},
+		{name: "args are numbers", path: "/projects/acme/servers", body: `{"name":"n","config":{"command":"x","args":[1]}}`, status: 400, apiCode: "invalid"},
+		{name: "body is an array", path: "/projects", body: `[{"id":"x"}]`, status: 400, apiCode: "invalid"},
+		{name: "body is null", path: "/projects", body: `null`, status: 400, apiCode: "invalid"},
+		{name: "empty body", path: "/projects", body: ``, status: 400, apiCode: "invalid"},
+		{name: "whitespace body", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: " \r\n\t", status: 400, apiCode: "invalid"},
+		{name: "deeply nested config", path: "/projects/acme/servers", body: `{"name":"n","config":{"url":"http://n.example","x":` + nested(20000) + `}}`, status: 400, apiCode: "invalid"},
+
+		// Content-Type and size.
+		{name: "Content-Type text/plain", path: "/projects", header: ct("text/plain"), body: `{"id":"x"}`, status: 415, apiCode: "unsupported_media_type"},
+		{name: "Content-Type form with the secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: ct("application/x-www-form-urlencoded"), body: "value=" + secret, status: 415, apiCode: "unsupported_media_type"},
+		{name: "Content-Type multipart", path: "/projects", header: ct("multipart/form-data; boundary=x"), body: "--x\r\n\r\n{}\r\n--x--", status: 415, apiCode: "unsupported_media_type"},
+		{name: "Content-Type malformed", path: "/projects", header: ct("application/json; charset"), body: `{"id":"x"}`, status: 415, apiCode: "unsupported_media_type"},
+		{name: "Content-Type json-patch", method: "PATCH", path: "/projects/acme", header: ct("application/json-patch+json"), body: `[{"op":"remove","path":"/id"}]`, status: 415, apiCode: "unsupported_media_type"},
+		{name: "body one byte over the limit", path: "/projects", body: `{"id":"x","description":"` + long(limit) + `"}`, status: 413, apiCode: "too_large"},
+		{name: "chunked body over the limit with the secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", chunked: strings.NewReader(`{"value":"` + secret + long(2*limit) + `"}`), status: 413, apiCode: "too_large"},
+		{name: "declared length over the limit, body withheld", raw: rawReq("POST /api/v1/projects HTTP/1.1", host, "Authorization: Bearer "+admin, "Content-Type: application/json", "Expect: 100-continue", "Content-Length: 10000000000"), status: 413, apiCode: "too_large"},
+
+		// Encodings and NUL.
+		{name: "invalid UTF-8 in an id", path: "/projects", body: "{\"id\":\"x\xff\xfe\"}", status: 400, apiCode: "invalid"},
+		{name: "invalid UTF-8 in a secret value", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: "{\"value\":\"" + secret + "\xc3\x28\"}", status: 400, apiCode: "invalid"},
+		{name: "escaped NUL in a project id", path: "/projects", body: `{"id":"a\u0000b"}`, status: 400, apiCode: "invalid"},
+		{name: "raw NUL in a JSON string", path: "/projects", body: "{\"id\":\"a\x00b\"}", status: 400, apiCode: "invalid"},
+		{name: "NUL in a server name", path: "/projects/acme/servers", body: `{"name":"n\u0000","config":{"url":"http://n.example"}}`, status: 400, apiCode: "invalid"},
+		{name: "NUL in an env value", path: "/projects/acme/servers", body: `{"name":"n","config":{"url":"http://n.example","headers":{"X":"a\u0000b"}}}`, status: 400, apiCode: "invalid"},
+		{name: "NUL in a secret value", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + `\u0000"}`, status: 400, apiCode: "invalid"},
+		{name: "NUL in a description", method: "PATCH", path: "/projects/acme", body: `{"description":"a\u0000b"}`, status: 400, apiCode: "invalid"},
+		{name: "NUL in a server name in the path", method: "GET", path: "/projects/acme/servers/remote%00", status: 404, apiCode: "not_found"},
+		{name: "NUL in a secret name in the path", method: "DELETE", path: "/projects/acme/secrets/API_KEY%00", status: 404, apiCode: "not_found"},
+
+		// Path traversal and percent-encoded slashes.
+		{name: "encoded traversal as the project", method: "GET", path: "/projects/..%2Fother/servers", status: 404, apiCode: "not_found"},
+		{name: "encoded slash inside the project", method: "GET", path: "/projects/acme%2F..%2Fother", status: 404, apiCode: "not_found"},
+		{name: "encoded dots as the project", method: "GET", path: "/projects/%2E%2E/servers", status: 404, apiCode: "not_found"},
+		{name: "encoded traversal as a server", method: "GET", path: "/projects/acme/servers/..%2F..%2Fsecrets", status: 404, apiCode: "not_found"},
+		{name: "encoded traversal deleting a server", method: "DELETE", path: "/projects/acme/servers/..%2Fremote", status: 404, apiCode: "not_found"},
+		{name: "encoded traversal deleting a secret", method: "DELETE", path: "/projects/acme/secrets/..%2FAPI_KEY", status: 404, apiCode: "not_found"},
+		{name: "encoded slash setting a secret", method: "PUT", path: "/projects/acme/secrets/API_KEY%2F..", body: `{"value":"` + secret + `"}`, status: 400, apiCode: "invalid"},
+		{name: "encoded traversal as a product", method: "PUT", path: "/projects/acme/products/..%2Fapp", body: `{"mcp":{"servers":{}}}`, status: 400, apiCode: "invalid"},
+		{name: "encoded traversal as a token", method: "DELETE", path: "/projects/acme/tokens/..%2F" + tok.ID, status: 404, apiCode: "not_found"},
+		{name: "traversal in a project id", path: "/projects", body: `{"id":"../etc"}`, status: 400, apiCode: "invalid"},
+		{name: "traversal in a server name", path: "/projects/acme/servers", body: `{"name":"../../etc/passwd","config":{"url":"http://n.example"}}`, status: 400, apiCode: "invalid"},
+		{name: "traversal in a manifest server name", method: "PUT", path: "/projects/acme/products/app", body: `{"mcp":{"servers":{"../x":{"url":"http://n.example"}}}}`, status: 400, apiCode: "invalid"},
+		{name: "plain traversal is redirected, not served", raw: rawReq("GET /api/v1/projects/acme/../other/servers HTTP/1.1", host), check: func(t *testing.T, rep *rpcReply) {
+			if rep.Status/100 != 3 || rep.Header.Get("Location") != "/api/v1/projects/other/servers" {
+				t.Errorf("HTTP %d Location %q, want a redirect to the cleaned path", rep.Status, rep.Header.Get("Location"))
+			}
+		}},
+
+		// SQL metacharacters.
+		{name: "SQL in a project id", path: "/projects", body: `{"id":"x'; DROP TABLE kb_projects;--"}`, status: 400, apiCode: "invalid"},
+		{name: "SQL in a server name", path: "/projects/acme/servers", body: `{"name":"` + sqlName + `","config":{"url":"http://n.example"}}`, status: 400, apiCode: "invalid"},
+		{name: "SQL in a server name in the path", method: "DELETE", path: "/projects/acme/servers/x'%3B%20DROP%20TABLE%20kb_project_mcp_servers%3B--", status: 404, apiCode: "not_found"},
+		{name: "SQL in a secret name", method: "PUT", path: "/projects/acme/secrets/X'%20OR%20'1'%3D'1", body: `{"value":"v"}`, status: 400, apiCode: "invalid"},
+		{name: "SQL in a token id", method: "DELETE", path: "/projects/acme/tokens/x'%20OR%20'1'%3D'1", status: 404, apiCode: "not_found"},
+		{name: "SQL in a product", method: "DELETE", path: "/projects/acme/products/app'%20OR%20'1'%3D'1", status: 400, apiCode: "invalid"},
+		{name: "SQL in a manifest server name", method: "PUT", path: "/projects/acme/products/app", body: `{"mcp":{"servers":{"` + sqlName + `":{"url":"http://n.example"}}}}`, status: 400, apiCode: "invalid"},
+		{name: "SQL in history filters", method: "GET", path: calls + "?server=x'%20OR%20'1'%3D'1&tool=%25", status: 200, check: func(t *testing.T, rep *rpcReply) {
+			if !bytes.Contains(rep.Body, []byte(`"calls": []`)) {
+				t.Errorf("SQL filters matched calls: %.300s", rep.Body)
+			}
+		}},
+
+		// Overlong names and text.
+		{name: "project id of 64", path: "/projects", body: `{"id":"` + long(64) + `"}`, status: 400, apiCode: "invalid"},
+		{name: "server name of 65", path: "/projects/acme/servers", body: `{"name":"` + long(65) + `","config":{"url":"http://n.example"}}`, status: 400, apiCode: "invalid"},
+		{name: "server name of 60 KB", path: "/projects/acme/servers", body: `{"name":"` + long(60<<10) + `","config":{"url":"http://n.example"}}`, status: 400, apiCode: "invalid", check: shortBody},
+		{name: "server name of 8 KB in the path", method: "GET", path: "/projects/acme/servers/" + long(8<<10), status: 404, apiCode: "not_found", check: shortBody},
+		{name: "secret name of 129", method: "PUT", path: "/projects/acme/secrets/" + long(129), body: `{"value":"v"}`, status: 400, apiCode: "invalid"},
+		{name: "secret value of 64 KiB + 1 with the secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + long(64<<10) + `"}`, status: 400, apiCode: "invalid", check: shortBody},
+		{name: "product of 129", method: "PUT", path: "/projects/acme/products/" + long(129), body: `{"mcp":{"servers":{}}}`, status: 400, apiCode: "invalid"},
+		{name: "description of 1025 bytes", method: "PATCH", path: "/projects/acme", body: `{"description":"` + long(1025) + `"}`, status: 400, apiCode: "invalid"},
+		{name: "token name of 1025 bytes", path: "/projects/acme/tokens", body: `{"name":"` + long(1025) + `"}`, status: 400, apiCode: "invalid"},
+
+		// Header and log injection.
+		{name: "CRLF in a server name in the path", method: "GET", path: "/projects/acme/servers/x%0D%0ASet-Cookie:%20a=b", status: 404, apiCode: "not_found", check: noHeader("Set-Cookie")},
+		{name: "CRLF in a query value", method: "GET", path: calls + "?outcome=ok%0D%0ASet-Cookie:%20a=b", status: 400, apiCode: "invalid", check: noHeader("Set-Cookie")},
+		{name: "newline forging a log line", method: "GET", path: "/projects/acme/servers/x%0Alevel=ERROR%20msg=forged-by-client", status: 404, apiCode: "not_found"},
+		{name: "CRLF in a header value of a config", path: "/projects/acme/servers", body: `{"name":"n","config":{"url":"http://n.example","headers":{"X":"v\r\nX-Injected: 1"},"transport":"ws"}}`, status: 400, apiCode: "invalid", check: noHeader("X-Injected")},
+		{name: "bare CR in Authorization", raw: rawReq("GET /api/v1/projects HTTP/1.1", host, "Authorization: Bearer "+admin+"\rSet-Cookie: a=b"), status: 400, check: func(t *testing.T, rep *rpcReply) {
+			noHeader("Set-Cookie")(t, rep)
+			if bytes.HasPrefix(rep.Body, []byte("{")) {
+				t.Errorf("net/http should refuse the request before the API: %.200s", rep.Body)
+			}
+		}},
+
+		// Methods.
+		{name: "PUT /projects", method: "PUT", path: "/projects", body: `{"id":"x"}`, status: 405, apiCode: "method_not_allowed", check: allow("GET, POST")},
+		{name: "DELETE /projects", method: "DELETE", path: "/projects", status: 405, apiCode: "method_not_allowed", check: allow("GET, POST")},
+		{name: "HEAD /projects", method: "HEAD", path: "/projects", status: 405, check: allow("GET, POST")},
+		{name: "POST a project", path: "/projects/acme", body: `{}`, status: 405, apiCode: "method_not_allowed", check: allow("GET, PATCH, DELETE")},
+		{name: "GET a secret", method: "GET", path: "/projects/acme/secrets/API_KEY", status: 405, apiCode: "method_not_allowed", check: allow("PUT, DELETE")},
+		{name: "PATCH a secret", method: "PATCH", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + `"}`, status: 405, apiCode: "method_not_allowed", check: allow("PUT, DELETE")},
+		{name: "GET a token", method: "GET", path: "/projects/acme/tokens/" + tok.ID, status: 405, apiCode: "method_not_allowed", check: allow("DELETE")},
+		{name: "GET a product", method: "GET", path: "/projects/acme/products/app", status: 405, apiCode: "method_not_allowed", check: allow("PUT, DELETE")},
+		{name: "POST openapi.json", path: "/openapi.json", body: `{}`, status: 405, apiCode: "method_not_allowed", check: allow("GET")},
+		{name: "TRACE servers", method: "TRACE", path: "/projects/acme/servers", status: 405, apiCode: "method_not_allowed", check: allow("GET, POST")},
+		{name: "DELETE tool-calls", method: "DELETE", path: calls, status: 405, apiCode: "method_not_allowed", check: allow("GET")},
+
+		// Tool-call history queries.
+		{name: "limit=0", method: "GET", path: calls + "?limit=0", status: 400, apiCode: "invalid"},
+		{name: "limit=abc", method: "GET", path: calls + "?limit=abc", status: 400, apiCode: "invalid"},
+		{name: "limit=1001", method: "GET", path: calls + "?limit=1001", status: 400, apiCode: "invalid"},
+		{name: "limit=-1", method: "GET", path: calls + "?limit=-1", status: 400, apiCode: "invalid"},
+		{name: "limit=1e3", method: "GET", path: calls + "?limit=1e3", status: 400, apiCode: "invalid"},
+		{name: "limit of 30 digits", method: "GET", path: calls + "?limit=" + strings.Repeat("9", 30), status: 400, apiCode: "invalid"},
+		{name: "since=yesterday", method: "GET", path: calls + "?since=yesterday", status: 400, apiCode: "invalid"},
+		{name: "until in month 13", method: "GET", path: calls + "?until=2026-13-01T00:00:00Z", status: 400, apiCode: "invalid"},
+		{name: "cursor not base64", method: "GET", path: calls + "?cursor=not-a-cursor!", status: 400, apiCode: "invalid"},
+		{name: "cursor too short", method: "GET", path: calls + "?cursor=AAAA", status: 400, apiCode: "invalid"},
+		{name: "cursor of 2 KB", method: "GET", path: calls + "?cursor=" + long(2048), status: 400, apiCode: "invalid"},
+		{name: "outcome=bogus", method: "GET", path: calls + "?outcome=bogus", status: 400, apiCode: "invalid"},
+		{name: "outcome=OK", method: "GET", path: calls + "?outcome=OK", status: 400, apiCode: "invalid"},
+		{name: "malformed percent-encoding", method: "GET", path: calls + "?limit=%zz", status: 400, apiCode: "invalid"},
+		{name: "semicolon separator", method: "GET", path: calls + "?limit=5;outcome=ok", status: 400, apiCode: "invalid"},
+		{name: "unknown parameter", method: "GET", path: calls + "?limt=5", status: 400, apiCode: "invalid"},
+		{name: "parameter twice", method: "GET", path: calls + "?limit=1&limit=1000", status: 400, apiCode: "invalid"},
+
+		// Authentication.
+		{name: "no Authorization", method: "GET", path: "/projects", header: http.Header{"Authorization": {}}, status: 401, apiCode: "unauthorized"},
+		{name: "no Authorization setting a secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: http.Header{"Authorization": {}}, body: `{"value":"` + secret + `"}`, status: 401, apiCode: "unauthorized"},
+		{name: "Basic credentials", method: "GET", path: "/projects", header: http.Header{"Authorization": {"Basic YWRtaW46" + admin}}, status: 401, apiCode: "unauthorized"},
+		{name: "Bearer without a token", method: "GET", path: "/projects", header: http.Header{"Authorization": {"Bearer"}}, status: 401, apiCode: "unauthorized"},
+		{name: "Bearer with spaces only", method: "GET", path: "/projects", header: http.Header{"Authorization": {"Bearer    "}}, status: 401, apiCode: "unauthorized"},
+		{name: "admin token with a suffix", method: "GET", path: "/projects", header: bearer(admin + "x"), status: 401, apiCode: "unauthorized"},
+		{name: "admin token prefix", method: "GET", path: "/projects", header: bearer(admin[:16]), status: 401, apiCode: "unauthorized"},
+		{name: "unknown project token", method: "GET", path: "/projects/acme/servers", header: bearer("sbt_" + strings.Repeat("A", 43)), status: 401, apiCode: "unauthorized"},
+		{name: "revoked project token", method: "GET", path: "/projects/acme/servers", header: bearer(old.Token), status: 401, apiCode: "unauthorized"},
+		{name: "project token with an encoded CR LF inside", method: "GET", path: "/projects/acme/servers", header: bearer(tok.Token[:20] + "%0D%0A" + tok.Token[20:]), status: 401, apiCode: "unauthorized"},
+		{name: "admin token in another header", method: "GET", path: "/projects", header: http.Header{"Authorization": {}, "X-Admin-Token": {admin}}, status: 401, apiCode: "unauthorized"},
+		{name: "admin token in the query", method: "GET", path: "/projects?token=" + admin, header: http.Header{"Authorization": {}}, status: 401, apiCode: "unauthorized"},
+
+		// A project token: its own project only, never admin actions.
+		{name: "project token lists projects", method: "GET", path: "/projects", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a project", path: "/projects", header: asAgent, body: `{"id":"mine"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token deletes its project", method: "DELETE", path: "/projects/acme", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token reads another project", method: "GET", path: "/projects/other/servers", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token sets another project's secret", method: "PUT", path: "/projects/other/secrets/API_KEY", header: asAgent, body: `{"value":"` + secret + `"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a stdio server", path: "/projects/acme/servers", header: asAgent, body: stdio, status: 403, apiCode: "forbidden"},
+		{name: "project token turns a server into stdio", method: "PATCH", path: "/projects/acme/servers/remote", header: asAgent, body: `{"config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token renames a stdio server", method: "PATCH", path: "/projects/acme/servers/local", header: asAgent, body: `{"name":"local2"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token imports a stdio manifest", method: "PUT", path: "/projects/acme/products/app", header: asAgent, body: `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"},"x":{"command":"sh"}}}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token lists its tokens", method: "GET", path: "/projects/acme/tokens", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a token", path: "/projects/acme/tokens", header: asAgent, body: `{"name":"more"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token revokes itself", method: "DELETE", path: "/projects/acme/tokens/" + tok.ID, header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token revokes another project's token", method: "DELETE", path: "/projects/other/tokens/" + otherTok.ID, header: asAgent, status: 403, apiCode: "forbidden"},
+
+		// Values that must never come back.
+		{name: "secret with an unknown field", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + `","ttl":60}`, status: 400, apiCode: "invalid"},
+		{name: "secret with trailing garbage", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + `"}"` + secret + `"`, status: 400, apiCode: "invalid"},
+		{name: "secret as an array", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":["` + secret + `"]}`, status: 400, apiCode: "invalid"},
+		{name: "secret under a bad name", method: "PUT", path: "/projects/acme/secrets/1BAD", body: `{"value":"` + secret + `"}`, status: 400, apiCode: "invalid"},
+		{name: "secret in a bad JSON body", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: `{"value":"` + secret + `",}`, status: 400, apiCode: "invalid"},
+		{name: "secret in env of a bad entry", path: "/projects/acme/servers", body: `{"name":"leak","config":{"command":"x","env":{"K":"` + secret + `"},"transport":"sse"}}`, status: 400, apiCode: "invalid"},
+		{name: "secret in a non-HTTP url", path: "/projects/acme/servers", body: `{"name":"leak","config":{"url":"ftp://h.example/?k=` + secret + `"}}`, status: 400, apiCode: "invalid"},
+		{name: "secret in a manifest listing a server twice", method: "PUT", path: "/projects/acme/products/app", body: `{"mcp":{"servers":{"a":{"url":"http://a.example","headers":{"K":"` + secret + `"}},"a":{"url":"http://b.example"}}}}`, status: 400, apiCode: "invalid"},
+
+		// Origin and Host: the MCP edge answers before the API, in its
+		// JSON-RPC shape (not the API's; see openapi.json).
+		{name: "foreign Origin", method: "GET", path: "/projects", header: evil, status: 403, code: -32600},
+		{name: "foreign Origin setting a secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: evil, body: `{"value":"` + secret + `"}`, status: 403, code: -32600},
+		{name: "Origin null", method: "GET", path: "/projects", header: http.Header{"Origin": {"null"}}, status: 403, code: -32600},
+		{name: "Host not loopback", method: "GET", path: "/projects", host: "evil.example", status: 403, code: -32600},
+	}
+	runAPICases(t, base, admin, secret, cases)
+
+	after := apiSnapshot(t, base, admin, nil)
+	if diff := gocmp.Diff(before, after); diff != "" {
+		t.Errorf("hostile requests changed what the API stores (-before +after):\n%s", diff)
+	}
+	// The tokens still work as before: the agent's reaches its project.
+	apiMust(t, base, tok.Token, "GET", "/api/v1/projects/acme/servers", "", 200, nil)
+	checkGatewayLog(t, g.logs.String(), secret)
+}
+
+func hostileAPIOpen(t *testing.T, secret string) {
+	g := startGateway(t, nil, nil)
+	base := g.url
+	type created struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	// In open mode a request without a token is the admin, except on a
+	// project that has tokens: "locked" gets one.
+	apiMust(t, base, "", "POST", "/api/v1/projects", `{"id":"open"}`, 201, nil)
+	apiMust(t, base, "", "POST", "/api/v1/projects", `{"id":"locked"}`, 201, nil)
+	apiMust(t, base, "", "PUT", "/api/v1/projects/locked/secrets/API_KEY", `{"value":"`+secret+`"}`, 200, nil)
+	var tok created
+	apiMust(t, base, "", "POST", "/api/v1/projects/locked/tokens", `{"name":"agent"}`, 201, &tok)
+	before := apiSnapshot(t, base, "", map[string]string{"locked": tok.Token})
+
+	none := http.Header{"Authorization": {}}
+	asAgent := http.Header{"Authorization": {"Bearer " + tok.Token}}
+	cases := []hostileCase{
+		{name: "no token on a locked project", method: "GET", path: "/projects/locked/servers", header: none, status: 401, apiCode: "unauthorized"},
+		{name: "no token reading a locked project", method: "GET", path: "/projects/locked", header: none, status: 401, apiCode: "unauthorized"},
+		{name: "no token setting a locked project's secret", method: "PUT", path: "/projects/locked/secrets/API_KEY", header: none, body: `{"value":"` + secret + `"}`, status: 401, apiCode: "unauthorized"},
+		{name: "no token deleting a locked project's secret", method: "DELETE", path: "/projects/locked/secrets/API_KEY", header: none, status: 401, apiCode: "unauthorized"},
+		{name: "no token, bad JSON, locked project", path: "/projects/locked/servers", header: none, body: `{"name":`, status: 401, apiCode: "unauthorized"},
+		{name: "garbage token on an open project", method: "GET", path: "/projects/open/servers", header: http.Header{"Authorization": {"Bearer garbage"}}, status: 401, apiCode: "unauthorized"},
+		{name: "garbage token listing projects", method: "GET", path: "/projects", header: http.Header{"Authorization": {"Bearer garbage"}}, status: 401, apiCode: "unauthorized"},
+		{name: "Basic credentials on a locked project", method: "GET", path: "/projects/locked/servers", header: http.Header{"Authorization": {"Basic YTpi"}}, status: 401, apiCode: "unauthorized"},
+		{name: "project token lists projects", method: "GET", path: "/projects", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token reads an open project", method: "GET", path: "/projects/open/servers", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a stdio server", path: "/projects/locked/servers", header: asAgent, body: `{"name":"sh","config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a token", path: "/projects/locked/tokens", header: asAgent, body: `{}`, status: 403, apiCode: "forbidden"},
+		{name: "project token deletes its project", method: "DELETE", path: "/projects/locked", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "bad JSON without a token", path: "/projects", header: none, body: `{"id":"x"}}`, status: 400, apiCode: "invalid"},
+		{name: "secret with an unknown field without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `","x":1}`, status: 400, apiCode: "invalid"},
+		{name: "secret value of 64 KiB + 1", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + strings.Repeat("s", 64<<10) + `"}`, status: 400, apiCode: "invalid", check: shortBody},
+		{name: "secret with a NUL without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `\u0000"}`, status: 400, apiCode: "invalid"},
+		{name: "secret with trailing garbage without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `"}]`, status: 400, apiCode: "invalid"},
+		{name: "secret with a garbage token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: http.Header{"Authorization": {"Bearer " + secret}}, body: `{"value":"` + secret + `"}`, status: 401, apiCode: "unauthorized"},
+		{name: "foreign Origin without a token", method: "GET", path: "/projects", header: http.Header{"Origin": {"https://evil.example"}}, status: 403, code: -32600},
+		{name: "Host not loopback without a token", method: "DELETE", path: "/projects/open", host: "evil.example", status: 403, code: -32600},
+	}
+	runAPICases(t, base, "", secret, cases)
+
+	after := apiSnapshot(t, base, "", map[string]string{"locked": tok.Token})
+	if diff := gocmp.Diff(before, after); diff != "" {
+		t.Errorf("hostile requests changed what the API stores (-before +after):\n%s", diff)
+	}
+	apiMust(t, base, tok.Token, "GET", "/api/v1/projects/locked/servers", "", 200, nil)
+	checkGatewayLog(t, g.logs.String(), secret)
 }

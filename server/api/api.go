@@ -83,6 +83,9 @@ var (
 	projectID  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	productID  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	// serverName is the servers file's rule (config.ParseServer applies it
+	// too); checked here first so a bad name is never echoed whole.
+	serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // route is one (method, path) the API serves.
@@ -297,8 +300,9 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, loose bool) 
 	if err := dec.Decode(v); err != nil {
 		return switchboard.Errorf(switchboard.ErrInvalid, "the request body is not the expected JSON: %s", jsonProblem(err))
 	}
-	if dec.More() {
-		return switchboard.Errorf(switchboard.ErrInvalid, "the request body must hold exactly one JSON value")
+	// Not dec.More(): it reports false before a stray '}' or ']'.
+	if rest := bytes.Trim(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return switchboard.Errorf(switchboard.ErrInvalid, "the request body must hold exactly one JSON value; found more after byte %d", dec.InputOffset())
 	}
 	return nil
 }
@@ -319,7 +323,8 @@ func jsonProblem(err error) string {
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return strings.TrimPrefix(err.Error(), "json: ") + " (check the spelling)"
+		field, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return "unknown field " + strconv.Quote(switchboard.Clip(field)) + " (check the spelling)"
 	}
 	return "malformed JSON"
 }
@@ -340,16 +345,36 @@ func (a *API) reconcile(ctx context.Context, project string) {
 	}
 }
 
-// placeholder stands in for every `${VAR}` when a server entry is checked
-// at write time; real values are resolved when the server connects.
-func placeholder(string) string { return "1" }
+// placeholders stand in for every `${VAR}` when a server entry is checked
+// at write time; real values are resolved when the server connects. The
+// second one covers a reference that holds the whole URL, or its scheme and
+// host ("${BASE}/mcp"); the first the references inside a URL
+// ("https://${HOST}/mcp", "http://localhost:${PORT}").
+var placeholders = []func(string) string{
+	func(string) string { return "1" },
+	func(string) string { return "https://1" },
+}
 
 // parseEntry checks a server entry as the gateway will read it.
 func parseEntry(name string, entry json.RawMessage) (switchboard.Transport, error) {
+	if !serverName.MatchString(name) {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, "server %q: name must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(name))
+	}
 	if len(entry) == 0 || entry[0] != '{' {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, "server %q: config must be a JSON object such as {\"command\": \"npx\", \"args\": [...]} or {\"url\": \"https://...\"}", name)
 	}
-	spec, err := config.ParseServer(name, entry, placeholder)
+	var spec *switchboard.ServerSpec
+	var err error
+	for i, getenv := range placeholders {
+		s, e := config.ParseServer(name, entry, getenv)
+		if i == 0 {
+			spec, err = s, e // report what the first attempt found
+		}
+		if e == nil {
+			spec, err = s, nil
+			break
+		}
+	}
 	if err != nil {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, "%s", strings.TrimPrefix(err.Error(), switchboard.ErrInvalid.Error()+": "))
 	}

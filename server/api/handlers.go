@@ -1,9 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -213,9 +218,23 @@ func (a *API) createServer(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// pathServer is the {name} of a server route. A name no server can have
+// is not found without asking the store (or echoing it).
+func pathServer(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if !serverName.MatchString(name) {
+		return "", switchboard.Errorf(switchboard.ErrNotFound, "server not found (server names are 1-64 letters, digits, '_', '-' or '.')")
+	}
+	return name, nil
+}
+
 func (a *API) getServer(w http.ResponseWriter, r *http.Request) error {
 	p := r.PathValue("project")
-	rec, err := a.st.GetServer(r.Context(), p, r.PathValue("name"))
+	name, err := pathServer(r)
+	if err != nil {
+		return err
+	}
+	rec, err := a.st.GetServer(r.Context(), p, name)
 	if err != nil {
 		return err
 	}
@@ -229,7 +248,11 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}
-	rec, err := a.st.GetServer(r.Context(), p, r.PathValue("name"))
+	name, err := pathServer(r)
+	if err != nil {
+		return err
+	}
+	rec, err := a.st.GetServer(r.Context(), p, name)
 	if err != nil {
 		return err
 	}
@@ -268,7 +291,11 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
-	p, name := r.PathValue("project"), r.PathValue("name")
+	p := r.PathValue("project")
+	name, err := pathServer(r)
+	if err != nil {
+		return err
+	}
 	if err := a.st.DeleteServer(r.Context(), p, name); err != nil {
 		return err
 	}
@@ -287,17 +314,22 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 	}
 	var in struct {
 		MCP *struct {
-			Servers map[string]json.RawMessage `json:"servers"`
+			Servers json.RawMessage `json:"servers"`
 		} `json:"mcp"`
 	}
 	if err := a.decode(w, r, &in, true); err != nil {
 		return err
 	}
-	if in.MCP == nil || in.MCP.Servers == nil {
+	if in.MCP == nil || in.MCP.Servers == nil || string(in.MCP.Servers) == "null" {
 		return switchboard.Errorf(switchboard.ErrInvalid, "the manifest needs an \"mcp\": {\"servers\": {name: entry, ...}} block")
 	}
-	recs := make([]switchboard.ServerRecord, 0, len(in.MCP.Servers))
-	for name, entry := range in.MCP.Servers {
+	names, entries, err := members(in.MCP.Servers)
+	if err != nil {
+		return err
+	}
+	recs := make([]switchboard.ServerRecord, 0, len(names))
+	for i, name := range names {
+		entry := entries[i]
 		tr, err := parseEntry(name, entry)
 		if err != nil {
 			return err
@@ -322,6 +354,37 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 	a.log.Info("manifest imported", "project", p, "product", product, "servers", len(out))
 	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, out)})
 	return nil
+}
+
+// members decodes the manifest's servers object in order, so the first bad
+// entry is the one reported, and refuses a name given twice (decoding into
+// a map would silently keep the last, which the servers file refuses too).
+func members(raw json.RawMessage) ([]string, []json.RawMessage, error) {
+	notObject := switchboard.Errorf(switchboard.ErrInvalid, "\"mcp\".\"servers\" must be an object of server name -> entry")
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil, notObject
+	}
+	var names []string
+	var entries []json.RawMessage
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, nil, notObject
+		}
+		var entry json.RawMessage
+		if err := dec.Decode(&entry); err != nil {
+			return nil, nil, notObject
+		}
+		if seen[name] {
+			return nil, nil, switchboard.Errorf(switchboard.ErrInvalid, "the manifest lists server %q twice", switchboard.Clip(name))
+		}
+		seen[name] = true
+		names, entries = append(names, name), append(entries, entry)
+	}
+	return names, entries, nil
 }
 
 func (a *API) deleteProduct(w http.ResponseWriter, r *http.Request) error {
@@ -402,6 +465,9 @@ func containsNUL(s string) bool {
 
 func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	p, name := r.PathValue("project"), r.PathValue("name")
+	if !secretName.MatchString(name) {
+		return switchboard.Errorf(switchboard.ErrNotFound, "secret not found (secret names are letters, digits and '_', not starting with a digit, at most 128)")
+	}
 	if err := a.st.DeleteSecret(r.Context(), p, name); err != nil {
 		return err
 	}
@@ -485,6 +551,28 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) error {
 
 // ---- tools, status, history
 
+// toolCallParams are the query parameters of GET tool-calls.
+var toolCallParams = []string{"server", "tool", "outcome", "since", "until", "limit", "cursor"}
+
+// toolCallQuery parses the query of GET tool-calls strictly: a malformed
+// query, an unknown parameter (a typo such as "limt" would otherwise give a
+// default page silently) or a parameter given twice is ErrInvalid.
+func toolCallQuery(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, switchboard.Errorf(switchboard.ErrInvalid, "the query string is malformed: separate parameters with '&' and percent-encode values")
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(toolCallParams, k):
+			return nil, switchboard.Errorf(switchboard.ErrInvalid, "unknown query parameter %q; use %s", switchboard.Clip(k), strings.Join(toolCallParams, ", "))
+		case len(q[k]) > 1:
+			return nil, switchboard.Errorf(switchboard.ErrInvalid, "query parameter %q is given more than once", k)
+		}
+	}
+	return q, nil
+}
+
 func (a *API) listTools(w http.ResponseWriter, r *http.Request) error {
 	cat, err := a.opts.Projects.Tools(r.Context(), r.PathValue("project"))
 	if err != nil {
@@ -520,7 +608,10 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.st.GetProject(r.Context(), p); err != nil {
 		return err
 	}
-	q := r.URL.Query()
+	q, err := toolCallQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
 	f := switchboard.ToolCallFilter{ProjectID: p, Server: q.Get("server"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Cursor: q.Get("cursor")}
 	switch f.Outcome {
 	case "", switchboard.OutcomeOK, switchboard.OutcomeToolError, switchboard.OutcomeError:

@@ -13,9 +13,8 @@ import (
 
 // documentedRoutes is every route of the admin API (/work/spec/api.md),
 // method and path as openapi.json spells them. The tests below check that
-// openapi.json documents exactly these; a test of the real mux should check
-// that it serves exactly these too, so the document and the server cannot
-// drift apart.
+// openapi.json documents exactly these, and routes_test.go that the API
+// serves exactly these, so the document and the server cannot drift apart.
 var documentedRoutes = []struct{ Method, Path string }{
 	{"GET", "/api/v1/projects"},
 	{"POST", "/api/v1/projects"},
