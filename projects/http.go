@@ -108,3 +108,13 @@ func (h *Hub) AllowProject(r *http.Request, id string) error {
 	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
 	return h.auth.project(r.Context(), p, id)
 }
+
+// AllowCommands reports whether r may configure stdio servers, which run
+// commands on the gateway host: the admin token when one is configured;
+// in dev mode anyone who reaches the project.
+func (h *Hub) AllowCommands(r *http.Request) error {
+	if h.opts.AdminToken == "" {
+		return nil
+	}
+	return h.AllowAdmin(r, "a stdio server runs a command on the gateway host; configuring one")
+}

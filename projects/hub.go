@@ -140,6 +140,17 @@ func (h *Hub) Start(ctx context.Context, file []switchboard.ServerSpec) error {
 	return nil
 }
 
+// FileServer reports whether the servers file configures server name in
+// project id (only Default has file servers).
+func (h *Hub) FileServer(id, name string) bool {
+	if id != Default {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.file, func(s switchboard.ServerSpec) bool { return s.Name == name })
+}
+
 // SetFile replaces the servers of the servers file (SIGHUP).
 func (h *Hub) SetFile(ctx context.Context, file []switchboard.ServerSpec) error {
 	h.mu.Lock()

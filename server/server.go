@@ -227,14 +227,20 @@ func (s *Server) routes() *http.ServeMux {
 // rebinding).
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forbid := func(msg string) {
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				// The admin API's own error shape.
+				writeJSON(w, http.StatusForbidden, map[string]any{"error": map[string]string{"code": "forbidden", "message": msg}})
+				return
+			}
+			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest, msg)
+		}
 		if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
-			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest,
-				"origin not allowed; add it to MCP_SERVER_CORS_ORIGINS (with MCP_ENABLE_CORS=true) to allow browser clients from it")
+			forbid("origin not allowed; add it to MCP_SERVER_CORS_ORIGINS (with MCP_ENABLE_CORS=true) to allow browser clients from it")
 			return
 		}
 		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la) && !isLoopbackHost(r.Host) {
-			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest,
-				"host not allowed: this gateway listens on loopback only; connect to 127.0.0.1 or localhost")
+			forbid("host not allowed: this gateway listens on loopback only; connect to 127.0.0.1 or localhost")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -454,7 +454,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "foreign Origin POST /message", path: legacy.endpoint, header: evil, body: ping, status: 403, code: -32600},
 		{name: "foreign Origin GET /healthz", method: http.MethodGet, path: "/healthz", header: evil, status: 403, code: -32600},
 		{name: "foreign Origin GET /readyz", method: http.MethodGet, path: "/readyz", header: evil, status: 403, code: -32600},
-		{name: "foreign Origin /api/v1", method: http.MethodGet, path: "/api/v1/anything", header: evil, status: 403, code: -32600},
+		{name: "foreign Origin /api/v1", method: http.MethodGet, path: "/api/v1/anything", header: evil, status: 403, apiCode: "forbidden"},
 		{name: "foreign Origin GET /metrics", method: http.MethodGet, path: "/metrics", header: evil, status: 403, code: -32600},
 		{name: "Origin null", header: http.Header{"Origin": {"null"}}, body: list, status: 403, code: -32600},
 		{name: "Origin localhost.evil", header: http.Header{"Origin": {"http://localhost.evil.example"}}, body: list, status: 403, code: -32600},
@@ -1023,10 +1023,10 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 
 		// Origin and Host: the MCP edge answers before the API, in its
 		// JSON-RPC shape (not the API's; see openapi.json).
-		{name: "foreign Origin", method: "GET", path: "/projects", header: evil, status: 403, code: -32600},
-		{name: "foreign Origin setting a secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: evil, body: `{"value":"` + secret + `"}`, status: 403, code: -32600},
-		{name: "Origin null", method: "GET", path: "/projects", header: http.Header{"Origin": {"null"}}, status: 403, code: -32600},
-		{name: "Host not loopback", method: "GET", path: "/projects", host: "evil.example", status: 403, code: -32600},
+		{name: "foreign Origin", method: "GET", path: "/projects", header: evil, status: 403, apiCode: "forbidden"},
+		{name: "foreign Origin setting a secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: evil, body: `{"value":"` + secret + `"}`, status: 403, apiCode: "forbidden"},
+		{name: "Origin null", method: "GET", path: "/projects", header: http.Header{"Origin": {"null"}}, status: 403, apiCode: "forbidden"},
+		{name: "Host not loopback", method: "GET", path: "/projects", host: "evil.example", status: 403, apiCode: "forbidden"},
 	}
 	runAPICases(t, base, admin, secret, cases)
 
@@ -1068,7 +1068,7 @@ func hostileAPIOpen(t *testing.T, secret string) {
 		{name: "Basic credentials on a locked project", method: "GET", path: "/projects/locked/servers", header: http.Header{"Authorization": {"Basic YTpi"}}, status: 401, apiCode: "unauthorized"},
 		{name: "project token lists projects", method: "GET", path: "/projects", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token reads an open project", method: "GET", path: "/projects/open/servers", header: asAgent, status: 403, apiCode: "forbidden"},
-		{name: "project token creates a stdio server", path: "/projects/locked/servers", header: asAgent, body: `{"name":"sh","config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a stdio server elsewhere", path: "/projects/open/servers", header: asAgent, body: `{"name":"sh","config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
 		{name: "project token creates a token", path: "/projects/locked/tokens", header: asAgent, body: `{}`, status: 403, apiCode: "forbidden"},
 		{name: "project token deletes its project", method: "DELETE", path: "/projects/locked", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "bad JSON without a token", path: "/projects", header: none, body: `{"id":"x"}}`, status: 400, apiCode: "invalid"},
@@ -1077,8 +1077,8 @@ func hostileAPIOpen(t *testing.T, secret string) {
 		{name: "secret with a NUL without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `\u0000"}`, status: 400, apiCode: "invalid"},
 		{name: "secret with trailing garbage without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `"}]`, status: 400, apiCode: "invalid"},
 		{name: "secret with a garbage token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: http.Header{"Authorization": {"Bearer " + secret}}, body: `{"value":"` + secret + `"}`, status: 401, apiCode: "unauthorized"},
-		{name: "foreign Origin without a token", method: "GET", path: "/projects", header: http.Header{"Origin": {"https://evil.example"}}, status: 403, code: -32600},
-		{name: "Host not loopback without a token", method: "DELETE", path: "/projects/open", host: "evil.example", status: 403, code: -32600},
+		{name: "foreign Origin without a token", method: "GET", path: "/projects", header: http.Header{"Origin": {"https://evil.example"}}, status: 403, apiCode: "forbidden"},
+		{name: "Host not loopback without a token", method: "DELETE", path: "/projects/open", host: "evil.example", status: 403, apiCode: "forbidden"},
 	}
 	runAPICases(t, base, "", secret, cases)
 

@@ -33,6 +33,9 @@ type Projects interface {
 	Status(ctx context.Context, project string) ([]switchboard.ServerStatus, error)
 	// Tools returns a project's tool catalog.
 	Tools(ctx context.Context, project string) (*switchboard.Catalog, error)
+	// FileServer reports whether the servers file configures this server
+	// name in the project (such a name is not free for stored servers).
+	FileServer(project, name string) bool
 }
 
 // Access authenticates and authorizes requests.
@@ -44,6 +47,9 @@ type Access interface {
 	AllowAdmin(r *http.Request, what string) error
 	// AllowProject: may the sender reach this project?
 	AllowProject(r *http.Request, project string) error
+	// AllowCommands: may the sender configure what the gateway runs on
+	// its host (stdio servers)?
+	AllowCommands(r *http.Request) error
 }
 
 // Sealer encrypts a secret value for its slot.
@@ -390,7 +396,7 @@ func (a *API) stdioAllowed(r *http.Request, tr switchboard.Transport) error {
 	if tr != switchboard.TransportStdio {
 		return nil
 	}
-	return a.opts.Access.AllowAdmin(r, "a stdio server runs a command on the gateway host; configuring one")
+	return a.opts.Access.AllowCommands(r)
 }
 
 func timeOrNil(t time.Time) *time.Time {

@@ -209,6 +209,9 @@ func (a *API) createServer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rec.Transport = tr
+	if err := a.notReserved(p, rec.Name); err != nil {
+		return err
+	}
 	if rec, err = a.st.CreateServer(r.Context(), rec); err != nil {
 		return err
 	}
@@ -281,6 +284,9 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	rec.Transport = tr
+	if err := a.notReserved(p, rec.Name); err != nil {
+		return err
+	}
 	if rec, err = a.st.UpdateServer(r.Context(), rec); err != nil {
 		return err
 	}
@@ -345,6 +351,11 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		recs = append(recs, switchboard.ServerRecord{Name: name, Description: meta.Description, Transport: tr, Config: entry, Enabled: true})
+	}
+	for _, rec := range recs {
+		if err := a.notReserved(p, rec.Name); err != nil {
+			return err
+		}
 	}
 	out, err := a.st.ImportManifest(r.Context(), p, product, recs)
 	if err != nil {
@@ -663,5 +674,15 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"calls": out, "next": page.Next})
+	return nil
+}
+
+// notReserved refuses a stored server named like one the gateway's servers
+// file (or the built-in demo) configures: the file's server would win and
+// the stored one would never run.
+func (a *API) notReserved(project, name string) error {
+	if a.opts.Projects.FileServer(project, name) {
+		return switchboard.Errorf(switchboard.ErrConflict, "server %q is configured by the gateway's servers file (MCP_SERVER_CONFIG) or built-in demo in project %q; choose another name", name, project)
+	}
 	return nil
 }

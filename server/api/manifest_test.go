@@ -20,6 +20,7 @@ import (
 type noProjects struct{}
 
 func (noProjects) Reconcile(context.Context, string) error { return nil }
+func (noProjects) FileServer(string, string) bool          { return false }
 func (noProjects) Status(context.Context, string) ([]switchboard.ServerStatus, error) {
 	return nil, nil
 }
@@ -39,6 +40,7 @@ func (a access) AllowAdmin(*http.Request, string) error {
 	return nil
 }
 func (access) AllowProject(*http.Request, string) error { return nil }
+func (a access) AllowCommands(r *http.Request) error    { return a.AllowAdmin(r, "") }
 
 // newTestAPI serves the API over a real SQLite store in dir that has the
 // project "default".
