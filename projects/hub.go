@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -78,6 +79,11 @@ type runtime struct {
 	edge   *server.Server
 	redact *secrets.Redactor
 	mu     sync.Mutex // serializes Reconcile of this project
+	// redacted holds every secret value this runtime has used, under mu.
+	// Values are never dropped: a server started with an old value can
+	// still log it after a change (a connect attempt in flight, a line of
+	// stderr), and a value that was a secret stays one.
+	redacted map[string]bool
 }
 
 // New returns a hub with the default project's runtime in place; call
@@ -101,7 +107,7 @@ func New(opts Options) *Hub {
 }
 
 func (h *Hub) newRuntime(id string) *runtime {
-	rt := &runtime{id: id, redact: &secrets.Redactor{}}
+	rt := &runtime{id: id, redact: &secrets.Redactor{}, redacted: map[string]bool{}}
 	log := slog.New(rt.redact.Handler(h.log.Handler())).With("project", id)
 	uo := h.opts.Upstreams
 	uo.Logger = log
@@ -246,13 +252,12 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 		}
 		specs = append(specs, *spec)
 	}
-	vals := make([]string, 0, len(values))
-	for _, v := range values {
-		vals = append(vals, v)
-	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	rt.redact.Set(vals)
+	for _, v := range values {
+		rt.redacted[v] = true
+	}
+	rt.redact.Set(slices.Collect(maps.Keys(rt.redacted)))
 	rt.mgr.Apply(ctx, specs)
 	return nil
 }

@@ -5,13 +5,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
@@ -55,6 +61,9 @@ func testSecrets(t *testing.T, g *gateway, dsn string) {
 	// A command built from the secret fails to start: the error quotes
 	// the path, so the secret must be redacted from status and logs.
 	api.createServer("vault", "leaky", map[string]any{"command": "/nonexistent/${API_KEY}/bin", "toolPrefix": "leaky_"})
+	// A remote server that gets the secret in a header and quotes it in
+	// its error, as APIs that reject a key often do.
+	api.createServer("vault", "remote", map[string]any{"url": keyQuotingUpstream(t), "headers": map[string]string{"X-Api-Key": "${API_KEY}"}, "toolPrefix": "remote_"})
 
 	cs, _ := openMCP(t, g.url+"/projects/vault/mcp", adminToken)
 	names := toolNames(t, cs) // connects every server
@@ -64,6 +73,14 @@ func testSecrets(t *testing.T, g *gateway, dsn string) {
 	out := callText(t, cs, "env", nil)
 	if !strings.Contains("\n"+out, "\nAPI_KEY="+value+"\n") || !strings.Contains(out, "WRAPPED=key="+value+";") {
 		t.Fatalf("the server did not get the secret; its environment:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote_check_key", Arguments: map[string]any{}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Message != "invalid API key "+value {
+		t.Fatalf("remote_check_key: %v, want the upstream's error quoting the key", err)
 	}
 
 	needy := api.getServer("vault", "needy")
@@ -156,9 +173,29 @@ func testSecrets(t *testing.T, g *gateway, dsn string) {
 	if !strings.Contains(leaky.Status.LastError, "/nonexistent/[redacted]/bin") || !strings.Contains(g.logs.String(), "/nonexistent/[redacted]/bin") {
 		t.Errorf("the failing command is not in the status (%q) and the log with the secret redacted", leaky.Status.LastError)
 	}
+	// The upstream's error is logged by the project's edge, with the
+	// project's secrets redacted (it once went through the default
+	// project's logger, naming project "default" and redacting nothing).
+	if !regexp.MustCompile(`msg="tool call failed" project=vault .*invalid API key \[redacted\]`).MatchString(g.logs.String()) {
+		t.Errorf("no redacted \"tool call failed\" line of project vault in the log")
+	}
 	if dsn == "" {
 		checkFilesHold(t, g.dataDir, value, value2)
 	}
+}
+
+// keyQuotingUpstream serves, over streamable HTTP, an MCP server whose
+// one tool, check_key, fails with a JSON-RPC error that quotes the
+// X-Api-Key header it was sent. It returns the server's URL.
+func keyQuotingUpstream(t *testing.T) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "key-quoting", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "check_key", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32001, Message: "invalid API key " + req.Extra.Header.Get("X-Api-Key")}
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
 
 // checkFilesHold fails if any file under dir (the SQLite database, its
