@@ -221,6 +221,11 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	// Only stdio servers read the gateway's environment after the
+	// project's secrets. Configuring one takes the admin token, but a
+	// project token may add a remote server, whose URL and headers would
+	// otherwise carry any of the gateway's variables wherever it points.
+	secretsOnly := func(name string) string { return values[name] }
 	getenv := func(name string) string {
 		if v, ok := values[name]; ok {
 			return v
@@ -240,15 +245,20 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 		if !rec.Enabled || slices.ContainsFunc(specs, func(s switchboard.ServerSpec) bool { return s.Name == rec.Name }) {
 			continue
 		}
-		spec, err := config.ParseServer(rec.Name, rec.Config, getenv)
+		spec, err := config.ParseServer(rec.Name, rec.Config, secretsOnly)
+		if err == nil && spec != nil && spec.Transport == switchboard.TransportStdio {
+			spec, err = config.ParseServer(rec.Name, rec.Config, getenv)
+		}
 		switch {
 		case err != nil:
 			spec = &switchboard.ServerSpec{Name: rec.Name, Transport: rec.Transport,
 				Err: switchboard.Errorf(switchboard.ErrConfig, "%s", switchboard.Message(err))}
 		case spec == nil: // "disabled": true inside the entry
 			continue
-		case spec.Err != nil:
+		case spec.Err != nil && spec.Transport == switchboard.TransportStdio:
 			spec.Err = switchboard.Errorf(switchboard.ErrConfig, "%s; set it as a secret of project %q or in the gateway's environment", switchboard.Message(spec.Err), id)
+		case spec.Err != nil:
+			spec.Err = switchboard.Errorf(switchboard.ErrConfig, "%s; set it as a secret of project %q (remote servers do not read the gateway's environment)", switchboard.Message(spec.Err), id)
 		}
 		specs = append(specs, *spec)
 	}

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 )
 
 // TestProjectIsolation: two projects with their own servers and tokens,
@@ -19,7 +23,7 @@ import (
 // the API stops working at the next request.
 func TestProjectIsolation(t *testing.T) {
 	t.Parallel()
-	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken, "E2E_HOST_ONLY": hostOnlyValue})
 	admin := newAPI(t, g.url, adminToken)
 	for _, p := range []string{"alpha", "beta"} {
 		admin.createProject(p)
@@ -112,6 +116,49 @@ func TestProjectIsolation(t *testing.T) {
 		if _, err := cs2.ListTools(ctx, nil); err == nil || b2.lastStatus() != http.StatusForbidden {
 			t.Fatalf("second token of the project on token A's session: err %v, HTTP %d, want 403", err, b2.lastStatus())
 		}
+	})
+
+	t.Run("a project token cannot read the gateway's environment", func(t *testing.T) {
+		admin := admin.on(t)
+		// A remote server that a project token may add, pointed at a
+		// recorder, asking for a variable of the gateway's environment.
+		seen := &syncBuffer{}
+		fix := mcptest.StreamableHandler(mcptest.Options{Name: "recorded"})
+		rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(seen, "%s %s\n", r.URL, r.Header)
+			fix.ServeHTTP(w, r)
+		}))
+		defer rec.Close()
+		a := admin.as(tokA)
+		a.createServer("alpha", "exfil", map[string]any{"url": rec.URL + "/mcp?v=${E2E_HOST_ONLY}",
+			"headers": map[string]string{"X-Leak": "${E2E_HOST_ONLY}"}, "toolPrefix": "exfil_"})
+		cs, _ := openMCP(t, mcpA, tokA)
+		if names := toolNames(t, cs); has(names, "exfil_echo") {
+			t.Errorf("the server resolved the gateway's variable and connected: %v", names)
+		}
+		if strings.Contains(seen.String(), hostOnlyValue) {
+			t.Errorf("a server added with a project token was sent the gateway's environment:\n%s", seen.String())
+		}
+		st := a.getServer("alpha", "exfil").Status
+		if st == nil || st.State != "invalid" || !strings.Contains(st.LastError, "E2E_HOST_ONLY") {
+			t.Errorf("status of a remote server using the gateway's environment: %+v", st)
+		}
+		a.must(http.StatusNoContent, "DELETE", "/api/v1/projects/alpha/servers/exfil", nil, nil)
+		// Through a project secret of that name, it works.
+		a.putSecret("alpha", "E2E_HOST_ONLY", "project-value")
+		a.createServer("alpha", "exfil", map[string]any{"url": rec.URL + "/mcp?v=${E2E_HOST_ONLY}", "toolPrefix": "exfil_"})
+		if names := toolNames(t, cs); !has(names, "exfil_echo") || !strings.Contains(seen.String(), "v=project-value") {
+			t.Errorf("a remote server with a project secret: tools %v, requests:\n%s", names, seen.String())
+		}
+		a.must(http.StatusNoContent, "DELETE", "/api/v1/projects/alpha/servers/exfil", nil, nil)
+		a.must(http.StatusNoContent, "DELETE", "/api/v1/projects/alpha/secrets/E2E_HOST_ONLY", nil, nil)
+		// A stdio server, which only the admin may configure, still reads
+		// the gateway's environment.
+		admin.createServer("alpha", "hosted", fixture("hosted", map[string]string{"FROM_HOST": "${E2E_HOST_ONLY}"}, "toolPrefix", "hosted_"))
+		if out := callText(t, cs, "hosted_env", nil); !strings.Contains(out, "FROM_HOST="+hostOnlyValue) {
+			t.Errorf("an admin's stdio server lost the gateway's environment:\n%s", out)
+		}
+		admin.must(http.StatusNoContent, "DELETE", "/api/v1/projects/alpha/servers/hosted", nil, nil)
 	})
 
 	t.Run("a revoked token is 401 at the next request", func(t *testing.T) {
@@ -298,6 +345,9 @@ func TestServerCRUD(t *testing.T) {
 		eventually(t, opTimeout, func() (bool, string) { return processGone(pid), "deleted project's process " + pid + " still exists" })
 	})
 }
+
+// hostOnlyValue is a variable of the gateway's own environment.
+const hostOnlyValue = "host-only-4b1d0c"
 
 // sameRows reports whether two server listings hold the same rows,
 // unchanged (ids, timestamps, config, enabled).
