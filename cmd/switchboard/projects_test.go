@@ -493,3 +493,37 @@ func TestManifestImport(t *testing.T) {
 		}
 	})
 }
+
+// TestDevModeTokens: without an admin token (dev mode, loopback), requests
+// without a token may do everything, except reach a project that has a
+// token: creating one closes the project to anonymous clients, its
+// tokens included (an anonymous client minting itself a token would open
+// it again).
+func TestDevModeTokens(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil, nil)
+	anon := newAPI(t, g.url, "")
+	anon.createProject("open")
+	anon.createProject("closed")
+	anon.createServer("closed", "srv", fixture("closed", nil))
+	openMCP(t, g.url+"/projects/closed/mcp", "")
+	tok := anon.createToken("closed", "first")
+
+	endpoint := g.url + "/projects/closed/mcp"
+	refused(t, endpoint, "", http.StatusUnauthorized)
+	anon.fails(http.StatusUnauthorized, "unauthorized", "GET", "/api/v1/projects/closed/servers", nil)
+	anon.fails(http.StatusUnauthorized, "unauthorized", "POST", "/api/v1/projects/closed/tokens", map[string]any{"name": "mine now"})
+	anon.fails(http.StatusUnauthorized, "unauthorized", "GET", "/api/v1/projects/closed/tokens", nil)
+	anon.fails(http.StatusUnauthorized, "unauthorized", "DELETE", "/api/v1/projects/closed/tokens/"+tok.ID, nil)
+	anon.fails(http.StatusUnauthorized, "unauthorized", "DELETE", "/api/v1/projects/closed", nil)
+
+	cs, _ := openMCP(t, endpoint, tok.Token)
+	if !has(toolNames(t, cs), "closed_t0000") {
+		t.Errorf("the project's token does not reach its tools")
+	}
+	anon.as(tok.Token).must(http.StatusOK, "GET", "/api/v1/projects/closed/servers", nil, nil)
+	// Projects without tokens stay open.
+	openMCP(t, g.url+"/projects/open/mcp", "")
+	openMCP(t, g.url+"/mcp", "")
+	anon.must(http.StatusOK, "GET", "/api/v1/projects", nil, nil)
+}
