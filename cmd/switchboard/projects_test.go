@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -161,6 +163,33 @@ func TestProjectIsolation(t *testing.T) {
 		admin.must(http.StatusNoContent, "DELETE", "/api/v1/projects/alpha/servers/hosted", nil, nil)
 	})
 
+	t.Run("a legacy SSE session belongs to its token too", func(t *testing.T) {
+		endpoint := legacyEndpoint(t, g.url+"/projects/alpha/sse", tokA)
+		if !strings.HasPrefix(endpoint, "/projects/alpha/message?sessionId=") {
+			t.Fatalf("endpoint %q", endpoint)
+		}
+		post := func(path, token string) int {
+			req, _ := http.NewRequest(http.MethodPost, g.url+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if got := post(endpoint, adminToken); got != http.StatusForbidden {
+			t.Errorf("admin token on token A's legacy session: HTTP %d, want 403", got)
+		}
+		if got := post(strings.Replace(endpoint, "/alpha/", "/beta/", 1), tokB); got != http.StatusNotFound {
+			t.Errorf("alpha's legacy session on beta's endpoint: HTTP %d, want 404", got)
+		}
+		if got := post(endpoint, tokA); got != http.StatusAccepted {
+			t.Errorf("token A on its own legacy session: HTTP %d, want 202", got)
+		}
+	})
+
 	t.Run("a revoked token is 401 at the next request", func(t *testing.T) {
 		admin := admin.on(t)
 		tok := admin.createToken("alpha", "short-lived")
@@ -293,6 +322,7 @@ func TestServerCRUD(t *testing.T) {
 			{"enabled not a bool", "PATCH", base + "/one", map[string]any{"enabled": "yes"}, "enabled"},
 			{"bad config in a patch", "PATCH", base + "/one", map[string]any{"config": map[string]any{"command": ""}}, `"command"`},
 			{"bad rename", "PATCH", base + "/one", map[string]any{"name": "../etc"}, "name"},
+			{"disabled inside config", "POST", base, map[string]any{"name": "x", "config": fixture("x", nil, "disabled", true)}, `"enabled": false`},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -321,6 +351,23 @@ func TestServerCRUD(t *testing.T) {
 		refused(t, g.url+"/projects/nope/mcp", adminToken, http.StatusNotFound)
 	})
 
+	t.Run("rename", func(t *testing.T) {
+		api := api.on(t)
+		var s serverOut
+		api.must(http.StatusOK, "PATCH", base+"/two", map[string]any{"name": "deux"}, &s)
+		if s.Name != "deux" {
+			t.Fatalf("renamed: %+v", s)
+		}
+		api.fails(http.StatusNotFound, "not_found", "GET", base+"/two", nil)
+		if st := api.getServer("crud", "deux").Status; st == nil {
+			t.Errorf("the renamed server has no status")
+		}
+		if got := callText(t, cs, "two_echo", map[string]any{"text": "renamed"}); got != "renamed" {
+			t.Errorf("two_echo after the rename: %q", got)
+		}
+		api.must(http.StatusOK, "PATCH", base+"/deux", map[string]any{"name": "two"}, nil)
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		api := api.on(t)
 		pid := callText(t, cs, "two_pid", nil)
@@ -344,6 +391,45 @@ func TestServerCRUD(t *testing.T) {
 		refused(t, g.url+"/projects/crud/mcp", adminToken, http.StatusNotFound)
 		eventually(t, opTimeout, func() (bool, string) { return processGone(pid), "deleted project's process " + pid + " still exists" })
 	})
+}
+
+// legacyEndpoint opens a legacy SSE stream with token and returns the
+// message endpoint it announces; the stream is closed when t ends.
+func legacyEndpoint(t *testing.T, url, token string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		event := ""
+		for sc.Scan() {
+			if e, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				event = e
+			} else if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && event == "endpoint" {
+				found <- d
+				return
+			}
+		}
+	}()
+	select {
+	case ep := <-found:
+		return ep
+	case <-time.After(opTimeout):
+		t.Fatalf("no endpoint event on %s", url)
+		return ""
+	}
 }
 
 // hostOnlyValue is a variable of the gateway's own environment.

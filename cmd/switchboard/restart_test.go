@@ -23,12 +23,17 @@ type binGateway struct {
 	waited  bool
 }
 
-// startBinary starts bin with env added to this process's environment
-// and waits until it listens. It is killed when the test ends.
+// startBinary starts bin with this process's environment, less its
+// MCP_SERVER_* variables, plus env, and waits until it listens. It is killed when the test ends.
 func startBinary(t *testing.T, bin string, env ...string) *binGateway {
 	t.Helper()
 	g := &binGateway{cmd: exec.Command(bin), logs: &syncBuffer{}, drained: make(chan struct{})}
-	g.cmd.Env = append(os.Environ(), env...)
+	for _, kv := range os.Environ() { // only the test's MCP_SERVER_* count
+		if !strings.HasPrefix(kv, "MCP_SERVER_") {
+			g.cmd.Env = append(g.cmd.Env, kv)
+		}
+	}
+	g.cmd.Env = append(g.cmd.Env, env...)
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +103,7 @@ func TestRestartAfterKill(t *testing.T) {
 	file := filepath.Join(dir, "servers.json")
 	writeServers(t, file, nil)
 	env := []string{"MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + filepath.Join(dir, "data"), "MCP_SERVER_CONFIG=" + file,
-		"MCP_SERVER_ADMIN_TOKEN=" + adminToken, "MCP_SERVER_LOG_FORMAT=json", "MCP_SERVER_SECRET_KEY="}
+		"MCP_SERVER_ADMIN_TOKEN=" + adminToken, "MCP_SERVER_LOG_FORMAT=json"}
 
 	first := startBinary(t, bin, env...)
 	api := newAPI(t, first.url, adminToken)
