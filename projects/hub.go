@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -78,6 +79,11 @@ type runtime struct {
 	edge   *server.Server
 	redact *secrets.Redactor
 	mu     sync.Mutex // serializes Reconcile of this project, store reads included
+	// redacted holds every secret value this runtime has used, under mu.
+	// Values are never dropped: a server started with an old value can
+	// still log it after a change (a connect attempt in flight, a line of
+	// stderr), and a value that was a secret stays one.
+	redacted map[string]bool
 }
 
 // New returns a hub with the default project's runtime in place; call
@@ -101,7 +107,7 @@ func New(opts Options) *Hub {
 }
 
 func (h *Hub) newRuntime(id string) *runtime {
-	rt := &runtime{id: id, redact: &secrets.Redactor{}}
+	rt := &runtime{id: id, redact: &secrets.Redactor{}, redacted: map[string]bool{}}
 	log := slog.New(rt.redact.Handler(h.log.Handler())).With("project", id)
 	uo := h.opts.Upstreams
 	uo.Logger = log
@@ -114,7 +120,6 @@ func (h *Hub) newRuntime(id string) *runtime {
 	eo := h.opts.Edge
 	eo.Project = id
 	eo.Logger = log
-	eo.RequestLogger = h.log
 	eo.Principal = principalKey
 	eo.OpenSessions = h.Sessions
 	if id != Default {
@@ -237,6 +242,11 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	// Only stdio servers read the gateway's environment after the
+	// project's secrets. Configuring one takes the admin token, but a
+	// project token may add a remote server, whose URL and headers would
+	// otherwise carry any of the gateway's variables wherever it points.
+	secretsOnly := func(name string) string { return values[name] }
 	getenv := func(name string) string {
 		if v, ok := values[name]; ok {
 			return v
@@ -256,23 +266,27 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 		if !rec.Enabled || slices.ContainsFunc(specs, func(s switchboard.ServerSpec) bool { return s.Name == rec.Name }) {
 			continue
 		}
-		spec, err := config.ParseServer(rec.Name, rec.Config, getenv)
+		spec, err := config.ParseServer(rec.Name, rec.Config, secretsOnly)
+		if err == nil && spec != nil && spec.Transport == switchboard.TransportStdio {
+			spec, err = config.ParseServer(rec.Name, rec.Config, getenv)
+		}
 		switch {
 		case err != nil:
 			spec = &switchboard.ServerSpec{Name: rec.Name, Transport: rec.Transport,
 				Err: switchboard.Errorf(switchboard.ErrConfig, "%s", switchboard.Message(err))}
 		case spec == nil: // "disabled": true inside the entry
 			continue
-		case spec.Err != nil:
+		case spec.Err != nil && spec.Transport == switchboard.TransportStdio:
 			spec.Err = switchboard.Errorf(switchboard.ErrConfig, "%s; set it as a secret of project %q or in the gateway's environment", switchboard.Message(spec.Err), id)
+		case spec.Err != nil:
+			spec.Err = switchboard.Errorf(switchboard.ErrConfig, "%s; set it as a secret of project %q (remote servers do not read the gateway's environment)", switchboard.Message(spec.Err), id)
 		}
 		specs = append(specs, *spec)
 	}
-	vals := make([]string, 0, len(values))
 	for _, v := range values {
-		vals = append(vals, v)
+		rt.redacted[v] = true
 	}
-	rt.redact.Set(vals)
+	rt.redact.Set(slices.Collect(maps.Keys(rt.redacted)))
 	rt.mgr.Apply(ctx, specs)
 	return nil
 }

@@ -10,16 +10,35 @@ import (
 	"time"
 )
 
-type logAttrsKey struct{}
+type loggerKey struct{}
 
-// reqLog returns this edge's logger with the request's request_id and
-// session_id attached. The attributes travel in the context, not a
-// logger: the edge that logs may not be the one that wrapped the request.
+// reqInfo is what withRequestLog learned about a request. Edges mounted
+// inside another edge's Wrap (the projects' edges) log the request with
+// their own logger: it names their project and redacts their secrets.
+type reqInfo struct {
+	attrs []any        // request_id, session_id
+	log   *slog.Logger // for the "request" line: the serving edge's
+}
+
+// reqLog returns this edge's logger with the request's attributes, or
+// the edge's logger outside a request.
 func (s *Server) reqLog(ctx context.Context) *slog.Logger {
-	if attrs, ok := ctx.Value(logAttrsKey{}).([]any); ok {
-		return s.log.With(attrs...)
+	if ri, ok := ctx.Value(loggerKey{}).(*reqInfo); ok {
+		return s.log.With(ri.attrs...)
 	}
 	return s.log
+}
+
+// claim makes this edge's logger the one that logs the request; the
+// "request" line is written after the handler returns, on the same
+// goroutine.
+func (s *Server) claim(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ri, ok := r.Context().Value(loggerKey{}).(*reqInfo); ok {
+			ri.log = s.log.With(ri.attrs...)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // validRequestID accepts a client's X-Request-Id only when it is short and
@@ -44,15 +63,11 @@ func (s *Server) withRequestLog(next http.Handler) http.Handler {
 		} else if sid := r.URL.Query().Get("sessionId"); sid != "" && len(sid) <= 128 {
 			attrs = append(attrs, "session_id", sid)
 		}
-		base := s.opts.RequestLogger
-		if base == nil {
-			base = s.log
-		}
-		log := base.With(attrs...)
+		ri := &reqInfo{attrs: attrs, log: s.log.With(attrs...)}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
-		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), logAttrsKey{}, attrs)))
-		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), loggerKey{}, ri)))
+		ri.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
 	})
 }
 

@@ -58,9 +58,6 @@ type Options struct {
 	MaxSessions    int           // open sessions (both transports); default 10000
 	Heartbeat      time.Duration // default 25s
 	Logger         *slog.Logger
-	// RequestLogger, when set, logs Wrap's request lines instead of
-	// Logger (which may carry this edge's project while Wrap fronts all).
-	RequestLogger *slog.Logger
 	// Project labels this edge's metrics; default "default".
 	Project string
 	// Observer, when set, is told about every tool call.
@@ -177,8 +174,9 @@ func New(gw Gateway, opts Options) *Server {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Routes returns the edge's routes without the Origin, Host, CORS and
-// logging layers of Wrap, for mounting inside a handler that has them.
-func (s *Server) Routes() http.Handler { return s.mux }
+// logging layers of Wrap, for mounting inside a handler that has them;
+// requests it serves are logged with this edge's logger.
+func (s *Server) Routes() http.Handler { return s.claim(s.mux) }
 
 // Wrap puts h behind the edge's request log, Origin and Host checks and,
 // when enabled, CORS: what every route of the gateway needs.
