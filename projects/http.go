@@ -118,3 +118,18 @@ func (h *Hub) AllowCommands(r *http.Request) error {
 	}
 	return h.AllowAdmin(r, "a stdio server runs a command on the gateway host; configuring one")
 }
+
+// AllowTokens reports whether r may manage project id's tokens: the admin
+// token; in dev mode also an anonymous client while the project is open,
+// and the project's own tokens (so a project its tokens closed can still
+// be managed without restarting with an admin token).
+func (h *Hub) AllowTokens(r *http.Request, id string) error {
+	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
+	if err := h.auth.project(r.Context(), p, id); err != nil {
+		return err
+	}
+	if h.opts.AdminToken == "" && p.Token.ProjectID == id {
+		return nil
+	}
+	return h.auth.adminOnly(p, "managing tokens")
+}

@@ -697,7 +697,11 @@ func apiSnapshot(t *testing.T, base, admin string, projectTokens map[string]stri
 		}
 		var secrets, tokens any
 		apiMust(t, base, reader, http.MethodGet, "/api/v1/projects/"+id+"/secrets", "", http.StatusOK, &secrets)
-		apiMust(t, base, admin, http.MethodGet, "/api/v1/projects/"+id+"/tokens", "", http.StatusOK, &tokens)
+		tokensReader := admin
+		if admin == "" { // dev mode: a project's own token manages its tokens
+			tokensReader = reader
+		}
+		apiMust(t, base, tokensReader, http.MethodGet, "/api/v1/projects/"+id+"/tokens", "", http.StatusOK, &tokens)
 		snap[id] = map[string]any{"servers": servers.Servers, "secrets": secrets, "tokens": tokens}
 	}
 	return snap
@@ -1069,7 +1073,8 @@ func hostileAPIOpen(t *testing.T, secret string) {
 		{name: "project token lists projects", method: "GET", path: "/projects", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token reads an open project", method: "GET", path: "/projects/open/servers", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token creates a stdio server elsewhere", path: "/projects/open/servers", header: asAgent, body: `{"name":"sh","config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
-		{name: "project token creates a token", path: "/projects/locked/tokens", header: asAgent, body: `{}`, status: 403, apiCode: "forbidden"},
+		{name: "project token creates a token elsewhere", path: "/projects/open/tokens", header: asAgent, body: `{}`, status: 403, apiCode: "forbidden"},
+		{name: "no token creates a token for a locked project", path: "/projects/locked/tokens", header: none, body: `{}`, status: 401, apiCode: "unauthorized"},
 		{name: "project token deletes its project", method: "DELETE", path: "/projects/locked", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "bad JSON without a token", path: "/projects", header: none, body: `{"id":"x"}}`, status: 400, apiCode: "invalid"},
 		{name: "secret with an unknown field without a token", method: "PUT", path: "/projects/open/secrets/API_KEY", header: none, body: `{"value":"` + secret + `","x":1}`, status: 400, apiCode: "invalid"},

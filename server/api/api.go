@@ -50,6 +50,9 @@ type Access interface {
 	// AllowCommands: may the sender configure what the gateway runs on
 	// its host (stdio servers)?
 	AllowCommands(r *http.Request) error
+	// AllowTokens: may the sender list, create and revoke this project's
+	// tokens?
+	AllowTokens(r *http.Request, project string) error
 }
 
 // Sealer encrypts a secret value for its slot.

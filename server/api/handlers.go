@@ -503,7 +503,7 @@ func toToken(t switchboard.Token) tokenJSON {
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request) error {
-	if err := a.opts.Access.AllowAdmin(r, "listing tokens"); err != nil {
+	if err := a.opts.Access.AllowTokens(r, r.PathValue("project")); err != nil {
 		return err
 	}
 	list, err := a.st.ListTokens(r.Context(), r.PathValue("project"))
@@ -519,7 +519,7 @@ func (a *API) listTokens(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) createToken(w http.ResponseWriter, r *http.Request) error {
-	if err := a.opts.Access.AllowAdmin(r, "creating a token"); err != nil {
+	if err := a.opts.Access.AllowTokens(r, r.PathValue("project")); err != nil {
 		return err
 	}
 	p := r.PathValue("project")
@@ -546,7 +546,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	if err := a.opts.Access.AllowAdmin(r, "revoking a token"); err != nil {
+	if err := a.opts.Access.AllowTokens(r, r.PathValue("project")); err != nil {
 		return err
 	}
 	p := r.PathValue("project")

@@ -39,8 +39,9 @@ func (a access) AllowAdmin(*http.Request, string) error {
 	}
 	return nil
 }
-func (access) AllowProject(*http.Request, string) error { return nil }
-func (a access) AllowCommands(r *http.Request) error    { return a.AllowAdmin(r, "") }
+func (access) AllowProject(*http.Request, string) error      { return nil }
+func (a access) AllowCommands(r *http.Request) error         { return a.AllowAdmin(r, "") }
+func (a access) AllowTokens(r *http.Request, _ string) error { return a.AllowAdmin(r, "") }
 
 // newTestAPI serves the API over a real SQLite store in dir that has the
 // project "default".

@@ -19,8 +19,9 @@ type denyAccess struct{}
 func (denyAccess) Authenticate(r *http.Request) (*http.Request, error) {
 	return r, switchboard.Errorf(switchboard.ErrUnauthorized, "no token")
 }
-func (denyAccess) AllowAdmin(*http.Request, string) error { return switchboard.ErrForbidden }
-func (denyAccess) AllowCommands(*http.Request) error      { return switchboard.ErrForbidden }
+func (denyAccess) AllowAdmin(*http.Request, string) error  { return switchboard.ErrForbidden }
+func (denyAccess) AllowCommands(*http.Request) error       { return switchboard.ErrForbidden }
+func (denyAccess) AllowTokens(*http.Request, string) error { return switchboard.ErrForbidden }
 func (denyAccess) AllowProject(*http.Request, string) error {
 	return switchboard.ErrForbidden
 }
