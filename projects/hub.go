@@ -173,7 +173,9 @@ func (h *Hub) syncLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(h.ctx, h.opts.SyncInterval*4)
+		// A round may wait for replacements to connect (Apply), so it is
+		// not held to the interval; the next round starts after it ends.
+		ctx, cancel := context.WithTimeout(h.ctx, max(h.opts.SyncInterval*4, time.Minute))
 		if err := h.SyncAll(ctx); err != nil && h.ctx.Err() == nil {
 			h.log.Warn("re-reading projects from the store failed; serving the last known configuration", "err", err)
 		}
@@ -207,6 +209,7 @@ func (h *Hub) SyncAll(ctx context.Context) error {
 	h.mu.Unlock()
 	for _, rt := range gone {
 		h.stop(ctx, rt)
+		h.auth.forget(rt.id) // a project re-created under this id starts without them
 	}
 	h.auth.expire()
 	return errors.Join(errs...)
