@@ -238,7 +238,7 @@ func benchEcho(b *testing.B, mode, endpoint string, n int, fixturePID int) {
 
 // BenchmarkToolsList measures tools/list through the gateway with
 // BENCH_UPSTREAMS (default 50) stdio fixture upstreams, each with
-// BENCH_UPSTREAM_TOOLS (default 20) extra tools besides the fixture's 12
+// BENCH_UPSTREAM_TOOLS (default 20) extra tools besides the fixture's 13
 // standard ones (those collide across servers: the first server keeps
 // them, the rest are shadowed). Requests are raw JSON-RPC POSTs, one at a
 // time over one keep-alive connection; one op is one tools/list, response
@@ -449,9 +449,9 @@ func TestHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 12 standard fixture tools (the second server's are shadowed) + 3.
-	if got := distinct(names); got != len(names) || got != 15 {
-		t.Errorf("tools/list: %d names, %d distinct, want 15: %v", len(names), got, names)
+	// 13 standard fixture tools (the second server's are shadowed) + 3.
+	if got := distinct(names); got != len(names) || got != 16 {
+		t.Errorf("tools/list: %d names, %d distinct, want 16: %v", len(names), got, names)
 	}
 	if _, ok := gw.mgr.Catalog().Lookup("up1_t0002"); !ok {
 		t.Errorf("catalog lacks up1_t0002")

@@ -55,6 +55,19 @@ type Config struct {
 	SecretKey    string        `env:"MCP_SERVER_SECRET_KEY"`
 	SyncInterval time.Duration `env:"MCP_SERVER_SYNC_INTERVAL" envDefault:"5s"`
 
+	// OTLPEndpoint switches tracing on: the base URL of an OTLP/HTTP
+	// collector (http://collector:4318). Empty, the default, is off. The
+	// standard OTEL_EXPORTER_OTLP_*ENDPOINT variables are not read: an
+	// environment the gateway merely inherits never switches tracing on.
+	OTLPEndpoint string `env:"MCP_SERVER_OTLP_ENDPOINT"`
+	// OTLPHeaders go with every export, for the collector's auth:
+	// key=value,key=value, values percent-encoded where they hold a comma
+	// (the OTEL_EXPORTER_OTLP_HEADERS format). Never logged.
+	OTLPHeaders string `env:"MCP_SERVER_OTLP_HEADERS"`
+	// TraceSampleRatio is the share of new traces recorded; a trace a
+	// client started keeps the client's decision.
+	TraceSampleRatio float64 `env:"MCP_SERVER_TRACE_SAMPLE_RATIO" envDefault:"1"`
+
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
 }
@@ -156,6 +169,16 @@ func (c *Config) validate() []error {
 		bad("MCP_SERVER_HOST", "%s is not a loopback address and MCP_SERVER_ADMIN_TOKEN is not set: anyone who can reach the port could change servers and run commands through them. "+
 			"Set MCP_SERVER_ADMIN_TOKEN, or MCP_SERVER_ALLOW_UNAUTHENTICATED=true on a trusted network", c.Host)
 	}
+	if c.OTLPEndpoint != "" && c.OTLPDescription() == "" {
+		// Never echo the value: it may carry a credential.
+		bad("MCP_SERVER_OTLP_ENDPOINT", "must be the collector's http:// or https:// base URL, such as http://collector:4318, without user, password or query (put credentials in MCP_SERVER_OTLP_HEADERS)")
+	}
+	if _, err := c.OTLPHeaderMap(); err != nil {
+		bad("MCP_SERVER_OTLP_HEADERS", "%v", err)
+	}
+	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
+		bad("MCP_SERVER_TRACE_SAMPLE_RATIO", "must be between 0 and 1, got %v", c.TraceSampleRatio)
+	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
 	}
@@ -224,9 +247,61 @@ func (c Config) StoreDescription() string {
 	return "postgres host=" + kv["host"] + " port=" + kv["port"] + " dbname=" + kv["dbname"]
 }
 
+// OTLPDescription names where spans go without secrets: the collector's
+// scheme and host, "off" without an endpoint, or "" for an endpoint that
+// is not a usable URL.
+func (c Config) OTLPDescription() string {
+	if c.OTLPEndpoint == "" {
+		return "off"
+	}
+	u, err := url.Parse(c.OTLPEndpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// OTLPHeaderMap parses OTLPHeaders. Its errors name the item at fault by
+// position, never by content: values are credentials.
+func (c Config) OTLPHeaderMap() (map[string]string, error) {
+	h := map[string]string{}
+	for i, item := range strings.Split(c.OTLPHeaders, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !validHeaderName(k) {
+			return nil, fmt.Errorf("item %d is not name=value with a valid header name; write Authorization=Bearer%%20xyz,X-Org=abc", i+1)
+		}
+		v, err := url.PathUnescape(v)
+		if err != nil || strings.ContainsAny(v, "\r\n\x00") {
+			return nil, fmt.Errorf("item %d (%s) has a malformed value: percent-encode commas as %%2C and percent signs as %%25", i+1, k)
+		}
+		h[k] = strings.TrimSpace(v)
+	}
+	return h, nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
 // LogAttrs is the effective configuration as log attributes, with the
-// database URL reduced to host and database. Header and env values of
-// servers live in the servers file and are never logged.
+// database URL reduced to host and database and the OTLP endpoint to
+// scheme and host. Header and env values of servers live in the servers
+// file, and OTLP header values in MCP_SERVER_OTLP_HEADERS: neither is
+// ever logged.
 func (c Config) LogAttrs() []any {
 	return []any{
 		"addr", c.Addr(), "cors", c.EnableCORS, "cors_origins", c.CORSOrigins,
@@ -237,8 +312,16 @@ func (c Config) LogAttrs() []any {
 		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
-		"sync_interval", c.SyncInterval, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
+		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
 	}
+}
+
+// otlpHeaderCount says how many OTLP headers are set: their names and
+// values stay out of the logs.
+func otlpHeaderCount(c Config) int {
+	h, _ := c.OTLPHeaderMap()
+	return len(h)
 }
 
 func secretKeySource(c Config) string {

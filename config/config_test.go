@@ -203,3 +203,69 @@ func TestAccessConfig(t *testing.T) {
 		})
 	}
 }
+
+// Tracing is off unless MCP_SERVER_OTLP_ENDPOINT says where spans go;
+// the standard OTEL_ variables never switch it on.
+func TestTracingConfig(t *testing.T) {
+	const secret = "hunter2-otlp-token"
+	cases := []struct {
+		name        string
+		env         map[string]string
+		wantErr     string // the variable the error names; "" means valid
+		wantDesc    string
+		wantHeaders map[string]string
+		wantRatio   float64
+	}{
+		{name: "off by default", env: map[string]string{}, wantDesc: "off", wantHeaders: map[string]string{}, wantRatio: 1},
+		{name: "OTEL_ endpoint alone stays off", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"},
+			wantDesc: "off", wantHeaders: map[string]string{}, wantRatio: 1},
+		{name: "endpoint, headers and ratio", env: map[string]string{"MCP_SERVER_OTLP_ENDPOINT": "https://collector.example:4318/otlp",
+			"MCP_SERVER_OTLP_HEADERS": "Authorization=Bearer%20" + secret + ", X-Scope-OrgID = team%2Ca ,", "MCP_SERVER_TRACE_SAMPLE_RATIO": "0.25"},
+			wantDesc: "https://collector.example:4318", wantHeaders: map[string]string{"Authorization": "Bearer " + secret, "X-Scope-OrgID": "team,a"}, wantRatio: 0.25},
+		{name: "ratio 0", env: map[string]string{"MCP_SERVER_TRACE_SAMPLE_RATIO": "0"}, wantDesc: "off", wantHeaders: map[string]string{}, wantRatio: 0},
+		{name: "endpoint without scheme", env: map[string]string{"MCP_SERVER_OTLP_ENDPOINT": "collector:4318"}, wantErr: "MCP_SERVER_OTLP_ENDPOINT"},
+		{name: "endpoint with credentials", env: map[string]string{"MCP_SERVER_OTLP_ENDPOINT": "http://u:" + secret + "@collector:4318"}, wantErr: "MCP_SERVER_OTLP_ENDPOINT"},
+		{name: "endpoint with query", env: map[string]string{"MCP_SERVER_OTLP_ENDPOINT": "http://collector:4318?key=" + secret}, wantErr: "MCP_SERVER_OTLP_ENDPOINT"},
+		{name: "header without =", env: map[string]string{"MCP_SERVER_OTLP_HEADERS": "Bearer " + secret}, wantErr: "MCP_SERVER_OTLP_HEADERS"},
+		{name: "header with a bad name", env: map[string]string{"MCP_SERVER_OTLP_HEADERS": "X Token=" + secret}, wantErr: "MCP_SERVER_OTLP_HEADERS"},
+		{name: "header with a bad escape", env: map[string]string{"MCP_SERVER_OTLP_HEADERS": "Authorization=" + secret + "%zz"}, wantErr: "MCP_SERVER_OTLP_HEADERS"},
+		{name: "header with a newline", env: map[string]string{"MCP_SERVER_OTLP_HEADERS": "Authorization=" + secret + "%0AX: y"}, wantErr: "MCP_SERVER_OTLP_HEADERS"},
+		{name: "ratio above 1", env: map[string]string{"MCP_SERVER_TRACE_SAMPLE_RATIO": "1.5"}, wantErr: "MCP_SERVER_TRACE_SAMPLE_RATIO"},
+		{name: "ratio below 0", env: map[string]string{"MCP_SERVER_TRACE_SAMPLE_RATIO": "-0.1"}, wantErr: "MCP_SERVER_TRACE_SAMPLE_RATIO"},
+		{name: "ratio NaN", env: map[string]string{"MCP_SERVER_TRACE_SAMPLE_RATIO": "NaN"}, wantErr: "MCP_SERVER_TRACE_SAMPLE_RATIO"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.env["HOME"] = "/home/u"
+			cfg, err := Load(envOf(c.env))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, c.wantErr)
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("the error echoes a secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			headers, err := cfg.OTLPHeaderMap()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.wantHeaders, headers); diff != "" {
+				t.Errorf("headers (-want +got):\n%s", diff)
+			}
+			if got := cfg.OTLPDescription(); got != c.wantDesc {
+				t.Errorf("OTLPDescription = %q, want %q", got, c.wantDesc)
+			}
+			if cfg.TraceSampleRatio != c.wantRatio {
+				t.Errorf("TraceSampleRatio = %v, want %v", cfg.TraceSampleRatio, c.wantRatio)
+			}
+			if logged := fmt.Sprint(cfg.LogAttrs()...); strings.Contains(logged, secret) || strings.Contains(logged, "X-Scope-OrgID") {
+				t.Errorf("LogAttrs leaks an OTLP header: %s", logged)
+			}
+		})
+	}
+}

@@ -44,3 +44,20 @@ func FuzzParseServers(f *testing.F) {
 		}
 	})
 }
+
+func FuzzOTLPHeaders(f *testing.F) {
+	for _, s := range []string{"a=b", "Authorization=Bearer%20x,X-Org=a%2Cb", "=", ",,", "k=%zz", "k=v%0D%0A", "é=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := Config{OTLPHeaders: s}.OTLPHeaderMap()
+		if err != nil {
+			return
+		}
+		for k, v := range h {
+			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+				t.Fatalf("accepted header %q: %q from %q", k, v, s)
+			}
+		}
+	})
+}

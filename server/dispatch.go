@@ -120,19 +120,25 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 			Arguments json.RawMessage `json:"arguments"`
 			Meta      json.RawMessage `json:"_meta"`
 		}
+		ctx, span := s.startCallSpan(ctx, session)
+		defer func() { s.endCallSpan(span, p.Name) }()
+		fail := func(rpc *switchboard.RPCError) []byte {
+			failCallSpan(span, rpc)
+			return errorResponse(m.ID, rpc)
+		}
 		if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == nil {
-			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "name" (string) and optional "arguments" (object)`})
+			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "name" (string) and optional "arguments" (object)`})
 		}
 		args := bytes.TrimSpace(p.Arguments)
 		if len(args) > 0 && string(args) != "null" && args[0] != '{' {
-			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"arguments" must be a JSON object`})
+			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"arguments" must be a JSON object`})
 		}
 		if string(args) == "null" {
 			args = nil
 		}
 		meta := bytes.TrimSpace(p.Meta)
 		if len(meta) > 0 && string(meta) != "null" && meta[0] != '{' {
-			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"_meta" must be a JSON object`})
+			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `"_meta" must be a JSON object`})
 		}
 		if string(meta) == "null" {
 			meta = nil
@@ -143,7 +149,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		if _, taken := s.inflight.LoadOrStore(key, cancel); taken {
 			// Ids identify calls for cancellation; a reused one would
 			// make the earlier call uncancellable.
-			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a call in flight on this session"})
+			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a call in flight on this session"})
 		}
 		defer s.inflight.Delete(key)
 		start := time.Now()
@@ -152,11 +158,12 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 			rpc := toRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
 			s.observe(ctx, session, *p.Name, args, switchboard.OutcomeError, rpc.Code, start)
-			return errorResponse(m.ID, rpc)
+			return fail(rpc)
 		}
 		outcome := switchboard.OutcomeOK
 		if isToolError(res) {
 			outcome = switchboard.OutcomeToolError
+			toolErrorCallSpan(span)
 		}
 		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
 		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))

@@ -179,12 +179,15 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	s.goMu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
+	// The answer outlives the request: it runs on the session's context,
+	// carrying the request's trace context.
+	ctx := withTraceContext(ls.ctx, r.Header)
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-ls.slots }()
 		switch {
 		case m.Method == "tools/list" || m.Method == "tools/call":
-			ls.send(s.dispatch(ls.ctx, ls.id, m, func(p json.RawMessage) {
+			ls.send(s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
 				// Progress is advisory: dropped when the stream is backed up.
 				select {
 				case ls.out <- append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'):

@@ -383,7 +383,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
-	resp := s.dispatch(r.Context(), sid, m, out.progress)
+	resp := s.dispatch(withTraceContext(r.Context(), r.Header), sid, m, out.progress)
 	out.finish(resp)
 }
 

@@ -316,7 +316,10 @@ func (m *Manager) Call(ctx context.Context, name string, args, meta json.RawMess
 	if u == nil {
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; its server was removed", name)
 	}
-	return u.callTool(ctx, t.UpstreamName, args, meta, onProgress)
+	ctx, span := startHop(ctx, u.spec, t.UpstreamName)
+	res, err := u.callTool(ctx, t.UpstreamName, args, meta, onProgress)
+	endHop(span, err)
+	return res, err
 }
 
 // Status reports every configured server in configured order.

@@ -38,12 +38,12 @@ type remoteConn struct {
 func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
 	// One client per upstream: its connections are not shared with other
 	// upstreams, and no client header ever reaches it: only spec.Headers.
-	httpc := &http.Client{Transport: &http.Transport{
+	httpc := &http.Client{Transport: traceTransport{base: &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
-	}}
+	}}}
 	life, endLife := context.WithCancel(context.Background())
 	c := &remoteConn{doneCh: make(chan struct{}), httpc: httpc, life: life, endLife: endLife}
 	var err error

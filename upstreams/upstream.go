@@ -493,10 +493,29 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		}
 		params = append(params, buf.Bytes()...)
 	}
-	if len(meta) > 0 {
-		var mm map[string]json.RawMessage
-		if err := json.Unmarshal(meta, &mm); err != nil {
-			return nil, switchboard.Errorf(switchboard.ErrInvalid, "params._meta must be an object")
+	// A stdio upstream has no headers: the trace context travels in
+	// _meta (traceparent, tracestate), the keys MCP reserves for it
+	// (SEP-414). Only keys the client did not set are added, so the
+	// client's own _meta is forwarded as before; with tracing off there
+	// are none and nothing changes.
+	var tc map[string]string
+	if u.spec.Transport == switchboard.TransportStdio {
+		tc = traceMeta(ctx)
+	}
+	if len(meta) > 0 || len(tc) > 0 {
+		mm := map[string]json.RawMessage{}
+		if len(meta) > 0 {
+			if err := json.Unmarshal(meta, &mm); err != nil {
+				return nil, switchboard.Errorf(switchboard.ErrInvalid, "params._meta must be an object")
+			}
+		}
+		if mm == nil && len(tc) > 0 {
+			mm = map[string]json.RawMessage{} // _meta was null
+		}
+		for k, v := range tc {
+			if _, set := mm[k]; !set {
+				mm[k] = mustJSON(v)
+			}
 		}
 		if tok, ok := mm["progressToken"]; ok && onProgress != nil {
 			ours := u.spec.Name + "-p" + strconv.FormatInt(u.progressSeq.Add(1), 10)

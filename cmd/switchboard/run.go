@@ -69,6 +69,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting switchboard", append([]any{"version", version}, cfg.LogAttrs()...)...)
+	stopTracing, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: after closeAll, so no span is lost
 
 	specs, err := loadSpecs(cfg, getenv)
 	if err != nil {

@@ -35,6 +35,8 @@
 //     otherwise returns a tool error "crash only on stdio".
 //   - pid {}: returns os.Getpid() in decimal.
 //   - env {}: returns the process environment, sorted, one KEY=VALUE a line.
+//   - meta {}: returns the call's params._meta as JSON text ({} without one),
+//     so tests can see what a proxy added (a trace context, say).
 //   - add_tool {"name": string}: adds an echo-like tool of that name at
 //     runtime (clients get notifications/tools/list_changed); returns "added".
 //   - remove_tool {"name": string}: removes a tool; returns "removed".
@@ -276,6 +278,22 @@ func NewServer(opts Options) *mcp.Server {
 		env := os.Environ()
 		slices.Sort(env)
 		return textResult(false, strings.Join(env, "\n")), nil
+	})
+
+	s.AddTool(&mcp.Tool{
+		Name:        "meta",
+		Description: "Returns the call's params._meta as JSON text.",
+		InputSchema: emptySchema,
+	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		meta := req.Params.Meta
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		return textResult(false, string(b)), nil
 	})
 
 	s.AddTool(&mcp.Tool{

@@ -36,7 +36,7 @@ const waitTimeout = 30 * time.Second
 
 // builtinTools are the tools every fixture server has.
 var builtinTools = []string{
-	"add_tool", "cancelled_count", "crash", "echo", "env", "exotic", "pid",
+	"add_tool", "cancelled_count", "crash", "echo", "env", "exotic", "meta", "pid",
 	"progress", "remove_tool", "rpc_error", "slow", "tool_error",
 }
 
@@ -446,6 +446,30 @@ func TestTransports(t *testing.T) {
 					if !slices.Equal(lines, want) {
 						t.Errorf("env differs from this process's environment")
 					}
+				}
+			})
+
+			t.Run("meta", func(t *testing.T) {
+				// The client may add _meta entries of its own (protocol
+				// 2026-07-28 does): look at traceparent only.
+				traceparent := func(res *mcp.CallToolResult) any {
+					t.Helper()
+					var m map[string]any
+					if err := json.Unmarshal([]byte(okText(t, res)), &m); err != nil {
+						t.Fatalf("meta is not a JSON object: %v", err)
+					}
+					return m["traceparent"]
+				}
+				if got := traceparent(call(t, cs, "meta", nil)); got != nil {
+					t.Errorf("traceparent without one sent = %v", got)
+				}
+				const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+				res, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "meta", Meta: mcp.Meta{"traceparent": tp}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := traceparent(res); got != tp {
+					t.Errorf("traceparent = %v, want %s", got, tp)
 				}
 			})
 

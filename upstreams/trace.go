@@ -1,0 +1,153 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Span attributes of the upstream hop; the mcp.*, gen_ai.*, network.*,
+// server.* and error.type names are OpenTelemetry semantic conventions.
+const (
+	attrMethod     = attribute.Key("mcp.method.name")
+	attrTool       = attribute.Key("gen_ai.tool.name")
+	attrStatusCode = attribute.Key("rpc.response.status_code")
+	attrErrorType  = attribute.Key("error.type")
+	attrNetwork    = attribute.Key("network.transport")
+	attrAddress    = attribute.Key("server.address")
+	attrPort       = attribute.Key("server.port")
+	attrServer     = attribute.Key("switchboard.server")
+	attrTransport  = attribute.Key("switchboard.transport")
+)
+
+const tracerName = "github.com/switchboard-mcp/switchboard/upstreams"
+
+// unsetProvider is otel's global TracerProvider while none is installed.
+// It records nothing but still allocates a span and a context per Start.
+var unsetProvider = otel.GetTracerProvider()
+
+// noSpan stands in for a span when tracing is off.
+var noSpan trace.Span = noop.Span{}
+
+// startHop starts the client span of one tools/call to an upstream, a
+// child of the caller's span. With tracing off (no provider installed, or
+// the no-op put back) it costs nothing: no tracer, no span, no
+// allocation. The tracer is looked up per call because otel's global
+// tracers stay bound to the first provider ever installed.
+func startHop(ctx context.Context, spec switchboard.ServerSpec, tool string) (context.Context, trace.Span) {
+	tp := otel.GetTracerProvider()
+	if _, off := tp.(noop.TracerProvider); off || tp == unsetProvider {
+		return ctx, noSpan
+	}
+	ctx, span := tp.Tracer(tracerName).Start(ctx, "upstream "+spec.Name+" tools/call", trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(attrMethod.String("tools/call"), attrTool.String(tool),
+		attrServer.String(spec.Name), attrTransport.String(string(spec.Transport)))
+	if spec.Transport == switchboard.TransportStdio {
+		span.SetAttributes(attrNetwork.String("pipe"))
+		return ctx, span
+	}
+	span.SetAttributes(attrNetwork.String("tcp"))
+	// Host and port only: the URL's path or query may hold a secret.
+	if u, err := url.Parse(spec.URL); err == nil && u.Hostname() != "" {
+		span.SetAttributes(attrAddress.String(u.Hostname()))
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			span.SetAttributes(attrPort.Int(p))
+		}
+	}
+	return ctx, span
+}
+
+// endHop records how the hop ended and ends the span. A tool result with
+// isError true is a successful hop; the server span reports it.
+func endHop(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		var rpc *switchboard.RPCError
+		if errors.As(err, &rpc) {
+			code := strconv.Itoa(rpc.Code)
+			span.SetAttributes(attrStatusCode.String(code), attrErrorType.String(code))
+		} else {
+			span.SetAttributes(attrErrorType.String(errorType(err)))
+		}
+		span.SetStatus(codes.Error, switchboard.Clip(switchboard.Message(err)))
+	}
+	span.End()
+}
+
+// errorType names a failed hop by its domain error, for grouping.
+func errorType(err error) string {
+	for _, k := range []struct {
+		kind error
+		name string
+	}{
+		{switchboard.ErrTimeout, "timeout"},
+		{switchboard.ErrCanceled, "canceled"},
+		{switchboard.ErrUnavailable, "unavailable"},
+		{switchboard.ErrNotFound, "not_found"},
+		{switchboard.ErrInvalid, "invalid"},
+		{switchboard.ErrConfig, "misconfigured"},
+	} {
+		if errors.Is(err, k.kind) {
+			return k.name
+		}
+	}
+	return "_OTHER"
+}
+
+// traceMeta returns the trace context of ctx as _meta entries
+// (traceparent, and tracestate when there is one) for upstreams that have
+// no HTTP headers to carry it: stdio. It is nil when ctx has no span,
+// which is always the case with tracing off.
+func traceMeta(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, m)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// traceTransport puts the trace context of each request's context into
+// its headers (traceparent), so a remote upstream's spans join the call's
+// trace. Requests without a span (the connection's own: initialize, the
+// GET stream) and every request with tracing off go out untouched.
+type traceTransport struct{ base http.RoundTripper }
+
+func (t traceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if trace.SpanContextFromContext(r.Context()).IsValid() {
+		h := http.Header{}
+		otel.GetTextMapPropagator().Inject(r.Context(), propagation.HeaderCarrier(h))
+		if len(h) > 0 {
+			// A RoundTripper must not modify the caller's request.
+			r = r.Clone(r.Context())
+			for k, v := range h {
+				r.Header[k] = v
+			}
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// wrapped transport.
+func (t traceTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
