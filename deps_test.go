@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -32,6 +33,38 @@ func TestDependenciesPointInward(t *testing.T) {
 			if strings.HasPrefix(d, f) {
 				t.Errorf("server/ depends on %s", d)
 			}
+		}
+	}
+}
+
+// TestDockerContextHasEverySource keeps .dockerignore (an allow list) in
+// step with the packages the binary is built from: `docker build` from
+// source must never miss a directory that a new package added.
+func TestDockerContextHasEverySource(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	testenv.Need(t, "go", err == nil, "go toolchain not in PATH")
+	out, err := exec.Command(gobin, "list", "-deps", "./cmd/switchboard").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	ignore, err := os.ReadFile(".dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	for _, line := range strings.Split(string(ignore), "\n") {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(line), "!"); ok {
+			allowed[strings.TrimSuffix(dir, "/")] = true
+		}
+	}
+	const mod = "github.com/switchboard-mcp/switchboard/"
+	for _, pkg := range strings.Fields(string(out)) {
+		rel, ok := strings.CutPrefix(pkg, mod)
+		if !ok {
+			continue
+		}
+		if top := strings.Split(rel, "/")[0]; !allowed[top] {
+			t.Errorf(".dockerignore leaves out %s/, which %s needs: add !%s/", top, pkg, top)
 		}
 	}
 }
