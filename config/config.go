@@ -191,6 +191,9 @@ func (c *Config) validate() []error {
 		o = strings.TrimSpace(o)
 		c.CORSOrigins[i] = o
 		if o == "*" {
+			if c.AdminToken == "" {
+				bad("MCP_SERVER_CORS_ORIGINS", "\"*\" without MCP_SERVER_ADMIN_TOKEN would let any web page use the gateway, admin API included; list the origins you trust, or set an admin token")
+			}
 			continue
 		}
 		u, err := url.Parse(o)

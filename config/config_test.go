@@ -182,6 +182,8 @@ func TestAccessConfig(t *testing.T) {
 		{"all interfaces, trusted network", map[string]string{"MCP_SERVER_HOST": "0.0.0.0", "MCP_SERVER_ALLOW_UNAUTHENTICATED": "true"}, ""},
 		{"short admin token", map[string]string{"MCP_SERVER_ADMIN_TOKEN": "short"}, "at least 16 characters"},
 		{"bad sync interval", map[string]string{"MCP_SERVER_SYNC_INTERVAL": "0s"}, "MCP_SERVER_SYNC_INTERVAL"},
+		{"any origin in dev mode", map[string]string{"MCP_SERVER_CORS_ORIGINS": "*"}, "would let any web page use the gateway"},
+		{"any origin with an admin token", map[string]string{"MCP_SERVER_CORS_ORIGINS": "*", "MCP_SERVER_ADMIN_TOKEN": admin}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -186,6 +186,11 @@ func (h *Hub) syncLoop() {
 // SyncAll brings every project in line with the store: new projects get a
 // runtime, deleted ones lose theirs, and each one's servers are applied.
 func (h *Hub) SyncAll(ctx context.Context) error {
+	// Only runtimes that existed before the listing may be removed: one
+	// the API created meanwhile is for a project the listing missed.
+	h.mu.Lock()
+	before := maps.Clone(h.runtimes)
+	h.mu.Unlock()
 	list, err := h.st.ListProjects(ctx)
 	if err != nil {
 		return fmt.Errorf("listing projects: %w", err)
@@ -201,7 +206,7 @@ func (h *Hub) SyncAll(ctx context.Context) error {
 	h.mu.Lock()
 	var gone []*runtime
 	for id, rt := range h.runtimes {
-		if !ids[id] {
+		if !ids[id] && before[id] == rt {
 			gone = append(gone, rt)
 			delete(h.runtimes, id)
 		}
@@ -390,7 +395,21 @@ func (rt *runtime) Status() []switchboard.ServerStatus {
 func (rt *runtime) Tools(ctx context.Context) *switchboard.Catalog { return rt.mgr.Tools(ctx) }
 func (rt *runtime) Catalog() *switchboard.Catalog                  { return rt.mgr.Catalog() }
 func (rt *runtime) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
-	return rt.mgr.Call(ctx, name, args, meta, onProgress)
+	res, err := rt.mgr.Call(ctx, name, args, meta, onProgress)
+	var rpcErr *switchboard.RPCError
+	if err != nil && !errors.As(err, &rpcErr) {
+		// Gateway-made messages can quote a URL or header built from a
+		// secret (a failed connect); the upstream's own errors pass as is.
+		if msg := switchboard.Message(err); rt.redact.Redact(msg) != msg {
+			var e *switchboard.Error
+			kind := switchboard.ErrInternal
+			if errors.As(err, &e) {
+				kind = e.Kind
+			}
+			err = switchboard.Errorf(kind, "%s", rt.redact.Redact(msg))
+		}
+	}
+	return res, err
 }
 
 // Tools returns a project's tool catalog, connecting servers not tried yet.

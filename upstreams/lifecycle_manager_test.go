@@ -2,6 +2,7 @@ package upstreams
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"os"
@@ -214,4 +215,25 @@ func countState(states []switchboard.ServerState, st switchboard.ServerState) in
 		}
 	}
 	return n
+}
+
+// TestApplyAfterClose: a reconcile that races Close must not bring the
+// manager back: nothing it applies afterwards starts a child.
+func TestApplyAfterClose(t *testing.T) {
+	h := newHarness(t, testOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := h.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.apply(stdioSpec("late"))
+	if cat := h.tools(); len(cat.Tools) != 0 {
+		t.Fatalf("a closed manager lists %d tools", len(cat.Tools))
+	}
+	if st := h.m.Status(); len(st) != 0 {
+		t.Fatalf("a closed manager reports servers: %+v", st)
+	}
+	if _, err := h.m.Call(ctx, "echo", json.RawMessage(`{}`), nil, nil); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("call on a closed manager: %v", err)
+	}
 }

@@ -74,6 +74,7 @@ type Manager struct {
 	version   uint64
 	catalog   atomic.Pointer[switchboard.Catalog]
 	closeOnce sync.Once
+	closed    bool // set by Close, under mu: Apply starts nothing after it
 }
 
 // New returns a Manager with no servers; call Apply to configure it.
@@ -99,8 +100,11 @@ func (m *Manager) OnToolsChanged(fn func()) {
 // connected before: connections stay lazy.
 func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
 	m.mu.Lock()
-	old := m.byName
+	old, closed := m.byName, m.closed
 	m.mu.Unlock()
+	if closed {
+		return // nothing may start after Close
+	}
 
 	next := make([]*upstream, 0, len(specs))
 	nextBy := make(map[string]*upstream, len(specs))
@@ -135,6 +139,16 @@ func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
 	wg.Wait()
 
 	m.mu.Lock()
+	if m.closed {
+		// Close ran while replacements connected: they are nobody's.
+		m.mu.Unlock()
+		for name, u := range nextBy {
+			if old[name] != u {
+				u.close()
+			}
+		}
+		return
+	}
 	m.order, m.byName = next, nextBy
 	m.mu.Unlock()
 	m.rebuild()
@@ -339,6 +353,7 @@ func (m *Manager) Status() []switchboard.ServerStatus {
 func (m *Manager) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
+		m.closed = true
 		order := m.order
 		m.order, m.byName = nil, map[string]*upstream{}
 		m.version++

@@ -729,6 +729,9 @@ func runAPICases(t *testing.T, base, admin, secret string, cases []hostileCase) 
 			if _, ok := h["Authorization"]; !ok && admin != "" {
 				h.Set("Authorization", "Bearer "+admin)
 			}
+			if _, ok := h["Content-Type"]; !ok && c.body != "" {
+				h.Set("Content-Type", "application/json") // an empty list sends none
+			}
 			c.header = h
 			c.path = "/api/v1" + c.path
 			if c.method == "" {
@@ -833,7 +836,7 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 	apiMust(t, base, admin, "POST", "/api/v1/projects", `{"id":"acme","description":"hostile target"}`, 201, nil)
 	apiMust(t, base, admin, "POST", "/api/v1/projects", `{"id":"other"}`, 201, nil)
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"remote","config":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer ${API_KEY}"}}}`, 201, nil)
-	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"local","enabled":false,"config":{"command":"true"}}`, 201, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"local","enabled":false,"config":{"command":"true","args":["${ROOT:-/srv}"]}}`, 201, nil)
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/secrets/API_KEY", `{"value":"`+secret+`"}`, 200, nil)
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/app", `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"}}}}`, 200, nil)
 	var tok, old, otherTok created
@@ -883,7 +886,7 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 		{name: "Content-Type malformed", path: "/projects", header: ct("application/json; charset"), body: `{"id":"x"}`, status: 415, apiCode: "unsupported_media_type"},
 		{name: "Content-Type json-patch", method: "PATCH", path: "/projects/acme", header: ct("application/json-patch+json"), body: `[{"op":"remove","path":"/id"}]`, status: 415, apiCode: "unsupported_media_type"},
 		{name: "body one byte over the limit", path: "/projects", body: `{"id":"x","description":"` + long(limit) + `"}`, status: 413, apiCode: "too_large"},
-		{name: "chunked body over the limit with the secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", chunked: strings.NewReader(`{"value":"` + secret + long(2*limit) + `"}`), status: 413, apiCode: "too_large"},
+		{name: "chunked body over the limit with the secret", method: "PUT", path: "/projects/acme/secrets/API_KEY", header: http.Header{"Content-Type": {"application/json"}}, chunked: strings.NewReader(`{"value":"` + secret + long(2*limit) + `"}`), status: 413, apiCode: "too_large"},
 		{name: "declared length over the limit, body withheld", raw: rawReq("POST /api/v1/projects HTTP/1.1", host, "Authorization: Bearer "+admin, "Content-Type: application/json", "Expect: 100-continue", "Content-Length: 10000000000"), status: 413, apiCode: "too_large"},
 
 		// Encodings and NUL.
@@ -1009,6 +1012,9 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 		{name: "project token creates a stdio server", path: "/projects/acme/servers", header: asAgent, body: stdio, status: 403, apiCode: "forbidden"},
 		{name: "project token turns a server into stdio", method: "PATCH", path: "/projects/acme/servers/remote", header: asAgent, body: `{"config":{"command":"sh"}}`, status: 403, apiCode: "forbidden"},
 		{name: "project token renames a stdio server", method: "PATCH", path: "/projects/acme/servers/local", header: asAgent, body: `{"name":"local2"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token enables a stdio server the admin disabled", method: "PATCH", path: "/projects/acme/servers/local", header: asAgent, body: `{"enabled":true}`, status: 403, apiCode: "forbidden"},
+		{name: "project token sets a secret a stdio command uses", method: "PUT", path: "/projects/acme/secrets/ROOT", header: asAgent, body: `{"value":"/"}`, status: 403, apiCode: "forbidden"},
+		{name: "project token deletes a secret a stdio command uses", method: "DELETE", path: "/projects/acme/secrets/ROOT", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token imports a stdio manifest", method: "PUT", path: "/projects/acme/products/app", header: asAgent, body: `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"},"x":{"command":"sh"}}}}`, status: 403, apiCode: "forbidden"},
 		{name: "project token lists its tokens", method: "GET", path: "/projects/acme/tokens", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token creates a token", path: "/projects/acme/tokens", header: asAgent, body: `{"name":"more"}`, status: 403, apiCode: "forbidden"},

@@ -282,10 +282,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads a JSON body into v: Content-Type application/json (or
 // none), at most MaxBodyBytes, one value, no unknown fields unless loose.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, loose bool) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return &statusError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json (with curl: -H 'Content-Type: application/json')"}
-		}
+	// Required, not assumed: a browser can send a cross-origin POST without
+	// a preflight only with a "simple" Content-Type (or none).
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return &statusError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json (with curl: -H 'Content-Type: application/json')"}
 	}
 	if r.ContentLength > a.opts.MaxBodyBytes {
 		return a.tooLarge()

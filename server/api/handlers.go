@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,9 +41,12 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]projectJSON, len(list))
-	for i, p := range list {
-		out[i] = toProject(p)
+	out := make([]projectJSON, 0, len(list))
+	for _, p := range list {
+		// In dev mode, projects closed by their tokens stay out of sight.
+		if a.opts.Access.AllowProject(r, p.ID) == nil {
+			out = append(out, toProject(p))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
 	return nil
@@ -278,7 +282,8 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if in.Config != nil || in.Name != nil {
+	// Enabling counts too: an admin may have disabled a command on purpose.
+	if in.Config != nil || in.Name != nil || in.Enabled != nil {
 		if err := a.stdioAllowed(r, tr); err != nil {
 			return err
 		}
@@ -443,6 +448,9 @@ func (a *API) putSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}
+	if err := a.secretOfCommand(r, p, name); err != nil {
+		return err
+	}
 	switch {
 	case in.Value == nil || *in.Value == "":
 		return switchboard.Errorf(switchboard.ErrInvalid, "value is required and must not be empty")
@@ -478,6 +486,9 @@ func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	p, name := r.PathValue("project"), r.PathValue("name")
 	if !secretName.MatchString(name) {
 		return switchboard.Errorf(switchboard.ErrNotFound, "secret not found (secret names are letters, digits and '_', not starting with a digit, at most 128)")
+	}
+	if err := a.secretOfCommand(r, p, name); err != nil {
+		return err
 	}
 	if err := a.st.DeleteSecret(r.Context(), p, name); err != nil {
 		return err
@@ -683,6 +694,25 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 func (a *API) notReserved(project, name string) error {
 	if a.opts.Projects.FileServer(project, name) {
 		return switchboard.Errorf(switchboard.ErrConflict, "server %q is configured by the gateway's servers file (MCP_SERVER_CONFIG) or built-in demo in project %q; choose another name", name, project)
+	}
+	return nil
+}
+
+// secretOfCommand: a secret that a stdio server of the project references
+// is part of the command the gateway runs (`${ROOT}` in its args, say), so
+// setting or deleting it is an admin action like editing that server.
+func (a *API) secretOfCommand(r *http.Request, project, name string) error {
+	recs, err := a.st.ListServers(r.Context(), project)
+	if err != nil {
+		return err
+	}
+	ref := regexp.MustCompile(`\$\{` + regexp.QuoteMeta(name) + `(:-[^}]*)?\}`)
+	for _, rec := range recs {
+		if rec.Transport == switchboard.TransportStdio && ref.Match(rec.Config) {
+			if err := a.opts.Access.AllowCommands(r); err != nil {
+				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by stdio server %q, which runs a command on the gateway host; changing it needs the admin token", name, rec.Name)
+			}
+		}
 	}
 	return nil
 }
