@@ -9,11 +9,18 @@
 //
 // Where spans go (endpoint, headers), how they are sampled and the
 // resource come from Config alone, so the standard OTEL_* variables
-// cannot switch tracing on or redirect it. The OpenTelemetry SDK still
-// reads its own tuning variables from the process environment when
-// tracing is on (OTEL_BSP_*, OTEL_EXPORTER_OTLP_TIMEOUT, _COMPRESSION,
-// _CERTIFICATE and the client certificate pair); the gateway leaves those
-// alone.
+// cannot switch tracing on or redirect it.
+//
+// Spans are batched by the SDK's batch span processor, which still reads
+// its tuning variables (OTEL_BSP_*) from the environment when tracing is
+// on. They are sent by this package's own OTLP/HTTP exporter rather than
+// the SDK's otlptracehttp, whose configuration code links gRPC and
+// grpc-gateway into the binary even with tracing off: protobuf, no
+// compression, 10 s per export, a few retries when the collector answers
+// 429, 502, 503 or 504 (honouring Retry-After up to 5 s). None of the
+// exporter's OTEL_EXPORTER_OTLP_* variables apply (timeout, compression,
+// certificates, protocol); the proxy variables (HTTPS_PROXY, NO_PROXY)
+// and SSL_CERT_FILE / SSL_CERT_DIR do, as for any Go HTTP client.
 package tracing
 
 import (
@@ -27,7 +34,6 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -82,20 +88,8 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	headers := cfg.Headers
-	if headers == nil {
-		// Always set, so OTEL_EXPORTER_OTLP_HEADERS in the environment
-		// never adds to (or is logged by) the exporter.
-		headers = map[string]string{}
-	}
-	exp, err := otlptracehttp.New(ctx,
-		otlptracehttp.WithEndpointURL(endpoint),
-		otlptracehttp.WithHeaders(headers))
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
-	}
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithBatcher(newExporter(ctx, endpoint, cfg.Headers, cfg.Version)),
 		sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL,
 			semconv.ServiceName(ServiceName), semconv.ServiceVersion(cfg.Version))),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
