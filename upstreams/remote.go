@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,10 +154,17 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 			return nil, errConnLost
 		default:
 		}
-		if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) {
-			// The server forgot our session (restart): rebuild and
-			// re-initialize on next use.
+		var ue *url.Error
+		if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) || errors.As(err, &ue) {
+			// The server forgot our session (restart), or the request got
+			// no HTTP answer at all (refused, reset, DNS): rebuild and
+			// re-initialize on next use, through the breaker, so status
+			// and the breaker see a server that went away.
 			c.markDone()
+			if ue != nil {
+				// The cause only: the URL may hold an interpolated secret.
+				return nil, fmt.Errorf("%w: %v", errConnLost, ue.Err)
+			}
 			return nil, errConnLost
 		}
 		return nil, fmt.Errorf("%w: %v", errConnLost, err)

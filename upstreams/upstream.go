@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,9 @@ func (u *upstream) ensure(ctx context.Context) (conn, error) {
 				return nil, switchboard.Errorf(kind, "server %q is unavailable after %d failed connection attempts (last: %s); next retry within %s",
 					u.spec.Name, u.m.opts.BreakerFailures, lastErr, u.m.opts.BreakerCooldown)
 			}
+			if strings.HasPrefix(lastErr, fmt.Sprintf("server %q", u.spec.Name)) {
+				return nil, switchboard.Errorf(kind, "%s", lastErr)
+			}
 			return nil, switchboard.Errorf(kind, "server %q: %s", u.spec.Name, lastErr)
 		}
 	}
@@ -258,7 +262,11 @@ func (u *upstream) connect() (conn, error) {
 		if ctx.Err() != nil && u.ctx.Err() == nil {
 			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q did not finish initialize within %s", u.spec.Name, u.m.opts.ConnectTimeout)
 		}
-		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: initialize failed: %s", u.spec.Name, switchboard.Message(err))
+		msg := switchboard.Message(err)
+		if errors.Is(err, errConnLost) {
+			msg = err.Error() // "connection lost: <cause>", never a URL
+		}
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: initialize failed: %s", u.spec.Name, msg)
 	}
 	u.setTools(tools)
 	return c, nil
