@@ -39,8 +39,10 @@ type Config struct {
 	StopTimeout     time.Duration `env:"MCP_SERVER_CHILD_STOP_TIMEOUT" envDefault:"5s"`
 	SessionIdleTTL  time.Duration `env:"MCP_SERVER_SESSION_IDLE_TIMEOUT" envDefault:"30m"`
 	MaxSessions     int           `env:"MCP_SERVER_MAX_SESSIONS" envDefault:"10000"`
-	Heartbeat       time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
-	MaxBodyBytes    int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
+	// MaxProjectSessions caps each project's share of MaxSessions; 0: none.
+	MaxProjectSessions int           `env:"MCP_SERVER_MAX_SESSIONS_PER_PROJECT" envDefault:"0"`
+	Heartbeat          time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
+	MaxBodyBytes       int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
 
 	BreakerFailures uint32        `env:"MCP_SERVER_BREAKER_FAILURES" envDefault:"3"`
 	BreakerCooldown time.Duration `env:"MCP_SERVER_BREAKER_COOLDOWN" envDefault:"60s"`
@@ -151,6 +153,9 @@ func (c *Config) validate() []error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("MCP_SERVER_MAX_BODY_BYTES", "must be at least 1024 bytes, got %d", c.MaxBodyBytes)
+	}
+	if c.MaxProjectSessions < 0 {
+		bad("MCP_SERVER_MAX_SESSIONS_PER_PROJECT", "must be 0 (no per-project limit) or positive, got %d", c.MaxProjectSessions)
 	}
 	if c.MaxSessions < 1 {
 		bad("MCP_SERVER_MAX_SESSIONS", "must be at least 1, got %d", c.MaxSessions)
@@ -311,7 +316,7 @@ func (c Config) LogAttrs() []any {
 		"servers_file", c.ServersFile, "data_dir", c.DataDir, "store", c.StoreDescription(), "call_log", c.CallLog,
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
-		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "heartbeat", c.Heartbeat,
+		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "max_sessions_per_project", c.MaxProjectSessions, "heartbeat", c.Heartbeat,
 		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),

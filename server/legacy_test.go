@@ -129,3 +129,31 @@ func TestMaxSessions(t *testing.T) {
 		t.Fatalf("%d sessions, want 2", n)
 	}
 }
+
+// MaxProjectSessions caps one edge even while the shared count
+// (OpenSessions, all projects) has room.
+func TestMaxProjectSessions(t *testing.T) {
+	shared := 0
+	s := New(fakeGateway{cat: switchboard.NewCatalog(1, nil)}, Options{MaxSessions: 100, MaxProjectSessions: 1,
+		OpenSessions: func() int { return shared }})
+	defer s.Shutdown(context.Background())
+	h := s.Handler()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for i, want := range []int{200, 503} {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Fatalf("initialize %d: %d, want %d: %s", i, rec.Code, want, rec.Body)
+		}
+		if want == 503 && !strings.Contains(rec.Body.String(), "MCP_SERVER_MAX_SESSIONS_PER_PROJECT") {
+			t.Errorf("503 does not name the limit: %s", rec.Body)
+		}
+		shared = s.Sessions()
+	}
+	if n := s.Sessions(); n != 1 {
+		t.Fatalf("%d sessions, want 1", n)
+	}
+}

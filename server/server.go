@@ -76,6 +76,9 @@ type Options struct {
 	// OpenSessions, when set, replaces this edge's own count in the
 	// MaxSessions check, so several edges can share one limit.
 	OpenSessions func() int
+	// MaxProjectSessions, when positive, also caps this edge's own
+	// sessions, so one project cannot take a shared MaxSessions.
+	MaxProjectSessions int
 }
 
 // Observer records tool calls (metrics, the call log). It must not block.
@@ -524,6 +527,11 @@ func (s *Server) roomForSession(w http.ResponseWriter, id json.RawMessage) bool 
 	open := s.Sessions
 	if s.opts.OpenSessions != nil {
 		open = s.opts.OpenSessions
+	}
+	if s.opts.MaxProjectSessions > 0 && s.Sessions() >= s.opts.MaxProjectSessions {
+		writeRPCError(w, http.StatusServiceUnavailable, id, switchboard.CodeInvalidRequest,
+			"too many open sessions in this project (MCP_SERVER_MAX_SESSIONS_PER_PROJECT); end unused sessions with DELETE or try later")
+		return false
 	}
 	if open() < s.opts.MaxSessions {
 		return true

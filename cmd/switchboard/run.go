@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		},
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
-			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, Heartbeat: cfg.Heartbeat,
+			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
 			Observer: observers, Metrics: met.Handler(),
 		},
 	})
