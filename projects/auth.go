@@ -43,11 +43,14 @@ func (p Principal) key() string {
 
 type principalCtxKey struct{}
 
-// principalKey is the edge's Options.Principal.
-func principalKey(r *http.Request) string {
+// principalOf is who sent r, as the guard or Authenticate found.
+func principalOf(r *http.Request) Principal {
 	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
-	return p.key()
+	return p
 }
+
+// principalKey is the edge's Options.Principal.
+func principalKey(r *http.Request) string { return principalOf(r).key() }
 
 // auth authenticates requests and decides what a principal may reach.
 //

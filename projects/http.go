@@ -99,14 +99,12 @@ func (h *Hub) Authenticate(r *http.Request) (*http.Request, error) {
 // AllowAdmin reports whether r, as authenticated, may take an admin action
 // (what names it in the error): the admin token, or anyone in dev mode.
 func (h *Hub) AllowAdmin(r *http.Request, what string) error {
-	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
-	return h.auth.adminOnly(p, what)
+	return h.auth.adminOnly(principalOf(r), what)
 }
 
 // AllowProject reports whether r, as authenticated, may reach project id.
 func (h *Hub) AllowProject(r *http.Request, id string) error {
-	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
-	return h.auth.project(r.Context(), p, id)
+	return h.auth.project(r.Context(), principalOf(r), id)
 }
 
 // AllowCommands reports whether r may configure stdio servers, which run
@@ -124,7 +122,7 @@ func (h *Hub) AllowCommands(r *http.Request) error {
 // and the project's own tokens (so a project its tokens closed can still
 // be managed without restarting with an admin token).
 func (h *Hub) AllowTokens(r *http.Request, id string) error {
-	p, _ := r.Context().Value(principalCtxKey{}).(Principal)
+	p := principalOf(r)
 	if err := h.auth.project(r.Context(), p, id); err != nil {
 		return err
 	}

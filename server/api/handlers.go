@@ -205,18 +205,11 @@ func (a *API) createServer(w http.ResponseWriter, r *http.Request) error {
 	if err := text("description", rec.Description); err != nil {
 		return err
 	}
-	tr, err := parseEntry(rec.Name, rec.Config)
+	if err := a.admit(r, &rec, true); err != nil {
+		return err
+	}
+	rec, err := a.st.CreateServer(r.Context(), rec)
 	if err != nil {
-		return err
-	}
-	if err := a.stdioAllowed(r, tr); err != nil {
-		return err
-	}
-	rec.Transport = tr
-	if err := a.notReserved(p, rec.Name); err != nil {
-		return err
-	}
-	if rec, err = a.st.CreateServer(r.Context(), rec); err != nil {
 		return err
 	}
 	a.reconcile(r.Context(), p)
@@ -278,18 +271,8 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	if in.Config != nil {
 		rec.Config = in.Config
 	}
-	tr, err := parseEntry(rec.Name, rec.Config)
-	if err != nil {
-		return err
-	}
 	// Enabling counts too: an admin may have disabled a command on purpose.
-	if in.Config != nil || in.Name != nil || in.Enabled != nil {
-		if err := a.stdioAllowed(r, tr); err != nil {
-			return err
-		}
-	}
-	rec.Transport = tr
-	if err := a.notReserved(p, rec.Name); err != nil {
+	if err := a.admit(r, &rec, in.Config != nil || in.Name != nil || in.Enabled != nil); err != nil {
 		return err
 	}
 	if rec, err = a.st.UpdateServer(r.Context(), rec); err != nil {
@@ -686,6 +669,24 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"calls": out, "next": page.Next})
 	return nil
+}
+
+// admit checks a server row before it is written: its entry parses (which
+// sets rec.Transport), the sender may configure a stdio server when the
+// write touches what runs (touchesCommand), and no servers-file server
+// already has its name.
+func (a *API) admit(r *http.Request, rec *switchboard.ServerRecord, touchesCommand bool) error {
+	tr, err := parseEntry(rec.Name, rec.Config)
+	if err != nil {
+		return err
+	}
+	if touchesCommand {
+		if err := a.stdioAllowed(r, tr); err != nil {
+			return err
+		}
+	}
+	rec.Transport = tr
+	return a.notReserved(rec.ProjectID, rec.Name)
 }
 
 // notReserved refuses a stored server named like one the gateway's servers
