@@ -12,13 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/otlptest"
 )
 
 const (
@@ -26,19 +25,6 @@ const (
 	clientSpanID      = "b7ad6b7169203331"
 	clientTraceparent = "00-" + clientTraceID + "-" + clientSpanID + "-01"
 )
-
-// recordSpans installs a real SDK tracer provider that keeps ended spans
-// in memory, and the W3C propagator, for the rest of the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-	})
-	return rec
-}
 
 // toolErrorGateway answers the tool "tool_error" with isError true.
 type toolErrorGateway struct{ fakeGateway }
@@ -72,7 +58,7 @@ func view(s sdktrace.ReadOnlySpan) spanView {
 // One server span per tools/call continues the client's trace and says
 // what was called and how it ended; the session id never appears raw.
 func TestCallSpans(t *testing.T) {
-	rec := recordSpans(t)
+	rec := otlptest.RecordSpans(t)
 	cat := switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "up"}, {Name: "tool_error", Server: "up"}})
 	s := New(toolErrorGateway{fakeGateway{cat: cat}}, Options{Project: "p1"})
 	defer s.Shutdown(context.Background())
@@ -139,7 +125,7 @@ func TestCallSpans(t *testing.T) {
 // A legacy HTTP+SSE client's trace continues too: the response is sent
 // later, on the session's stream.
 func TestLegacyCallSpan(t *testing.T) {
-	rec := recordSpans(t)
+	rec := otlptest.RecordSpans(t)
 	s := New(fakeGateway{cat: switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "up"}})}, Options{})
 	defer s.Shutdown(context.Background())
 	ls := s.legacy.add(context.Background())

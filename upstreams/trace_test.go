@@ -16,28 +16,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/otlptest"
 )
-
-// recordSpans installs a real SDK tracer provider that keeps ended spans
-// in memory, and the W3C propagator, for the rest of the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-	})
-	return rec
-}
 
 // headerLog records the traceparent header of every tools/call POST an
 // HTTP upstream receives, and of every other request.
@@ -103,7 +89,7 @@ func TestHopSpanAndPropagation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.spec.Transport), func(t *testing.T) {
-			rec := recordSpans(t)
+			rec := otlptest.RecordSpans(t)
 			h := newHarness(t, testOptions())
 			h.apply(tt.spec)
 			h.tools() // connect outside any trace
@@ -164,7 +150,7 @@ func TestHopSpanAndPropagation(t *testing.T) {
 
 // A failed hop is an error span with the upstream's JSON-RPC code.
 func TestHopSpanError(t *testing.T) {
-	rec := recordSpans(t)
+	rec := otlptest.RecordSpans(t)
 	h := newHarness(t, testOptions())
 	h.apply(stdioSpec("fx"))
 	if _, err := h.call("rpc_error", "{}"); err == nil {
@@ -244,7 +230,7 @@ func TestStdioTraceMetaKeepsClientBytes(t *testing.T) {
 		t.Errorf("tracing off, client _meta: forwarded %s, want %s", offMeta, want)
 	}
 
-	rec := recordSpans(t)
+	rec := otlptest.RecordSpans(t)
 	ctx, caller := otel.Tracer("test").Start(context.Background(), "caller")
 	defer caller.End()
 	onPlain := call(ctx, "")
