@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +95,9 @@ func Load(getenv func(string) string) (Config, error) {
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
 		var agg env.AggregateError
 		if errors.As(err, &agg) {
-			errs = append(errs, agg.Errors...)
+			for _, e := range agg.Errors {
+				errs = append(errs, namedParseError(e, environ))
+			}
 		} else {
 			errs = append(errs, err)
 		}
@@ -102,11 +106,54 @@ func Load(getenv func(string) string) (Config, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = defaultDataDir(getenv)
 	}
-	errs = append(errs, cfg.validate()...)
+	// A variable that did not parse is left at its zero value; validating
+	// that zero would only report the same variable twice.
+	unparsed := make([]string, len(errs))
+	for i, e := range errs {
+		unparsed[i], _, _ = strings.Cut(e.Error(), ":")
+	}
+	for _, e := range cfg.validate() {
+		name, _, _ := strings.Cut(e.Error(), ":")
+		if !slices.Contains(unparsed, name) {
+			errs = append(errs, e)
+		}
+	}
 	if len(errs) > 0 {
 		return cfg, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// namedParseError rewrites caarlos0/env's "parse error on field Port of
+// type int" into what the user set: the variable, its value and the form
+// it needs. Only typed (non-string) fields fail to parse, and none of them
+// holds a secret, so echoing the value is safe.
+func namedParseError(err error, environ map[string]string) error {
+	var pe env.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	f, ok := reflect.TypeFor[Config]().FieldByName(pe.Name)
+	if !ok {
+		return err
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	want := "a " + pe.Type.String()
+	switch {
+	case pe.Type == reflect.TypeFor[time.Duration]():
+		want = "a duration such as 30s, 1m30s or 500ms"
+	case pe.Type.Kind() == reflect.Bool:
+		want = "true or false"
+	case pe.Type.Kind() >= reflect.Int && pe.Type.Kind() <= reflect.Uint64:
+		want = "a whole number"
+	case pe.Type.Kind() == reflect.Float32 || pe.Type.Kind() == reflect.Float64:
+		want = "a number such as 0.25"
+	}
+	v := environ[name]
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	return fmt.Errorf("%s: %q is not %s", name, v, want)
 }
 
 func defaultDataDir(getenv func(string) string) string {

@@ -62,6 +62,40 @@ func TestLoadReportsAllProblems(t *testing.T) {
 	}
 }
 
+// A value that does not even parse is reported by its variable, with what
+// it should look like, never by the Go field behind it.
+func TestLoadNamesUnparsableVariables(t *testing.T) {
+	_, err := Load(envOf(map[string]string{
+		"MCP_SERVER_PORT":               "abc",
+		"MCP_ENABLE_CORS":               "yes please",
+		"MCP_SERVER_CALL_LOG":           "maybe",
+		"MCP_SERVER_TRACE_SAMPLE_RATIO": "half",
+		"MCP_SERVER_SHUTDOWN_TIMEOUT":   "10",
+	}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`MCP_SERVER_PORT: "abc" is not a whole number`,
+		`MCP_ENABLE_CORS: "yes please" is not true or false`,
+		`MCP_SERVER_CALL_LOG: "maybe" is not true or false`,
+		`MCP_SERVER_TRACE_SAMPLE_RATIO: "half" is not a number`,
+		`MCP_SERVER_SHUTDOWN_TIMEOUT: "10" is not a duration`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "MCP_SERVER_SHUTDOWN_TIMEOUT"); n != 1 {
+		t.Errorf("MCP_SERVER_SHUTDOWN_TIMEOUT reported %d times, want once:\n%v", n, err)
+	}
+	for _, field := range []string{"Port", "EnableCORS", "CallLog", "TraceSampleRatio", "ShutdownTimeout", "parse error"} {
+		if strings.Contains(err.Error(), field) {
+			t.Errorf("error speaks of the Go field %q:\n%v", field, err)
+		}
+	}
+}
+
 func TestExpand(t *testing.T) {
 	env := envOf(map[string]string{"TOKEN": "s3cret", "EMPTY": ""})
 	tests := []struct {
