@@ -441,8 +441,9 @@ func (h *Hub) TokensChanged(id string) { h.auth.forget(id) }
 // and the gateway-wide Origin, CORS and logging layers).
 func (h *Hub) Default() *server.Server { return h.def.edge }
 
-// Shutdown ends every project's client sessions and streams (first step of
-// a graceful stop; in-flight calls finish in http.Server.Shutdown).
+// Shutdown ends every project's client sessions and streams, all projects
+// at once, each after its legacy calls in flight have answered (first step
+// of a graceful stop; streamable calls finish in http.Server.Shutdown).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	rts := make([]*runtime, 0, len(h.runtimes))
@@ -450,10 +451,12 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		rts = append(rts, rt)
 	}
 	h.mu.Unlock()
-	var errs []error
-	for _, rt := range rts {
-		errs = append(errs, rt.edge.Shutdown(ctx))
+	errs := make([]error, len(rts))
+	var wg sync.WaitGroup
+	for i, rt := range rts {
+		wg.Go(func() { errs[i] = rt.edge.Shutdown(ctx) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -129,7 +129,19 @@ func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-ls.ctx.Done():
-			return
+			// Answers queued before the session ended (the last calls of
+			// a graceful shutdown) still go out.
+			for {
+				select {
+				case msg := <-ls.out:
+					_ = rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
+					if !writeEvent(w, msg) {
+						return
+					}
+				default:
+					return
+				}
+			}
 		case <-hb.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil {
@@ -176,14 +188,14 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusServiceUnavailable, m.idOrNil(), switchboard.CodeInvalidRequest, "shutting down")
 		return
 	}
-	s.wg.Add(1)
+	s.calls.Add(1)
 	s.goMu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
 	// The answer outlives the request: it runs on the session's context,
 	// carrying the request's trace context.
 	ctx := withTraceContext(ls.ctx, r.Header)
 	go func() {
-		defer s.wg.Done()
+		defer s.calls.Done()
 		defer func() { <-ls.slots }()
 		switch {
 		case m.Method == "tools/list" || m.Method == "tools/call":

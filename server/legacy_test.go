@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -155,5 +157,122 @@ func TestMaxProjectSessions(t *testing.T) {
 	}
 	if n := s.Sessions(); n != 1 {
 		t.Fatalf("%d sessions, want 1", n)
+	}
+}
+
+// cancellableGateway answers a call when released, or fails it when its
+// context ends first.
+type cancellableGateway struct {
+	fakeGateway
+	release chan struct{}
+}
+
+func (b cancellableGateway) Call(ctx context.Context, _ string, _, _ json.RawMessage, _ func(json.RawMessage)) (json.RawMessage, error) {
+	select {
+	case <-b.release:
+		return json.RawMessage(`{"content":[{"type":"text","text":"finished"}]}`), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// openLegacy opens GET /sse on srv and returns the POST endpoint and a
+// channel of the stream's data lines.
+func openLegacy(t *testing.T, srv *httptest.Server) (string, <-chan string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- data
+			}
+		}
+	}()
+	return srv.URL + <-lines, lines
+}
+
+// startLegacyCall posts a tools/call on a legacy session and waits until
+// the edge is running it.
+func startLegacyCall(t *testing.T, s *Server, endpoint string) {
+	t.Helper()
+	resp, err := http.Post(endpoint, "application/json",
+		strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /message: %d", resp.StatusCode)
+	}
+	_, id, _ := strings.Cut(endpoint, "sessionId=")
+	for {
+		if _, ok := s.inflight.Load(id + "\x005"); ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// A legacy call in flight when shutdown starts finishes, and its answer
+// still goes down the client's stream before the stream ends.
+func TestShutdownLetsLegacyCallsFinish(t *testing.T) {
+	gw := cancellableGateway{fakeGateway{cat: switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "s"}})}, make(chan struct{})}
+	s := New(gw, Options{})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	endpoint, lines := openLegacy(t, srv)
+	startLegacyCall(t, s, endpoint)
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	for {
+		s.goMu.Lock()
+		closing := s.closing
+		s.goMu.Unlock()
+		if closing {
+			break
+		}
+		runtime.Gosched()
+	}
+	if code := postMessage(s.Handler(), strings.SplitN(endpoint, "sessionId=", 2)[1], `{"jsonrpc":"2.0","id":6,"method":"ping"}`); code != http.StatusServiceUnavailable {
+		t.Errorf("a new message during shutdown: %d, want 503", code)
+	}
+	close(gw.release)
+	var got []string
+	for l := range lines {
+		got = append(got, l)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"id":5`) || !strings.Contains(got[0], "finished") {
+		t.Fatalf("stream after shutdown carried %q, want the call's result", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// At the shutdown deadline a legacy call still running is cancelled and
+// Shutdown returns, saying so.
+func TestShutdownDeadlineCancelsLegacyCalls(t *testing.T) {
+	gw := cancellableGateway{fakeGateway{cat: switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "s"}})}, make(chan struct{})}
+	s := New(gw, Options{})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	endpoint, _ := openLegacy(t, srv)
+	startLegacyCall(t, s, endpoint)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("Shutdown past its deadline = %v, want an error naming the cancelled calls", err)
 	}
 }

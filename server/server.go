@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -118,11 +119,12 @@ type Server struct {
 	inflight sync.Map // session + "\x00" + id -> context.CancelFunc
 
 	ready    atomic.Bool
-	goMu     sync.Mutex // guards closing against wg.Add
+	goMu     sync.Mutex // guards closing against calls.Add
 	closing  bool
 	ctx      context.Context // lifetime; cancelled by Shutdown
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // the sweeper
+	calls    sync.WaitGroup // legacy messages being answered
 	shutOnce sync.Once
 }
 
@@ -594,9 +596,12 @@ func (s *Server) endSession(id string) {
 	s.log.Debug("session expired", "session_id", id)
 }
 
-// Shutdown marks the edge not ready, ends every client stream and session
-// so HTTP shutdown is not held up by long-lived GET streams, and stops the
-// sweeper. In-flight POSTs are left to http.Server.Shutdown.
+// Shutdown marks the edge not ready and refuses new legacy messages, lets
+// the legacy calls in flight finish and send their answers down their
+// streams (until ctx ends, when they are cancelled), then ends every
+// client stream and session so HTTP shutdown is not held up by long-lived
+// GET streams, and stops the sweeper. In-flight streamable POSTs are left
+// to http.Server.Shutdown, which should run at the same time.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutOnce.Do(func() {
@@ -604,9 +609,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.goMu.Lock()
 		s.closing = true
 		s.goMu.Unlock()
+		drained := make(chan struct{})
+		go func() { s.calls.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			err = fmt.Errorf("legacy calls still running at the shutdown deadline were cancelled: %w", ctx.Err())
+		}
 		s.cancel()
 		s.legacy.closeAll()
-		err = s.streamable.Shutdown(ctx)
+		err = errors.Join(err, s.streamable.Shutdown(ctx))
+		s.calls.Wait()
 		s.wg.Wait()
 	})
 	return err

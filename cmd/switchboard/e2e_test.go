@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
 )
@@ -533,15 +535,19 @@ func TestReloadKeepsSessionsAndUnchangedServers(t *testing.T) {
 	}
 }
 
-func TestLegacySSEClient(t *testing.T) {
-	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
-	req, _ := http.NewRequest(http.MethodGet, g.url+"/sse", nil)
+// openLegacySSE opens a legacy HTTP+SSE stream and returns a function that
+// yields its next event (name, data) whose data holds want, skipping the
+// others (list_changed is broadcast when the lazily started upstream lists
+// its tools, progress comes and goes).
+func openLegacySSE(t *testing.T, url string) func(want string) [2]string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	events := make(chan [2]string, 16)
 	go func() {
 		defer close(events)
@@ -557,46 +563,57 @@ func TestLegacySSEClient(t *testing.T) {
 			}
 		}
 	}()
-	// next returns the next event, skipping notifications (list_changed
-	// is broadcast when the lazily started upstream lists its tools).
-	next := func() [2]string {
+	return func(want string) [2]string {
+		t.Helper()
 		for {
 			select {
-			case e := <-events:
-				if e[0] == "message" && !strings.Contains(e[1], `"id"`) {
-					continue
+			case e, ok := <-events:
+				if !ok {
+					t.Fatalf("SSE stream ended before an event with %s", want)
 				}
-				return e
+				if strings.Contains(e[1], want) {
+					return e
+				}
 			case <-time.After(20 * time.Second):
-				t.Fatal("no SSE event in 20s")
+				t.Fatalf("no SSE event with %s in 20s", want)
 			}
 		}
 	}
-	ep := next()
+}
+
+// postLegacy sends one message to a legacy session's endpoint; the answer
+// comes down the stream.
+func postLegacy(t *testing.T, endpoint, body string) {
+	t.Helper()
+	r, err := http.Post(endpoint, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST %s: %d", body, r.StatusCode)
+	}
+}
+
+func TestLegacySSEClient(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	next := openLegacySSE(t, g.url+"/sse")
+	ep := next("sessionId=")
 	if ep[0] != "endpoint" || !strings.HasPrefix(ep[1], "/message?sessionId=") {
-		t.Fatalf("first event %v", ep)
+		t.Fatalf("endpoint event %v", ep)
 	}
-	post := func(body string) {
-		r, err := http.Post(g.url+ep[1], "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Body.Close()
-		if r.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST %s: %d", body, r.StatusCode)
-		}
-	}
+	post := func(body string) { postLegacy(t, g.url+ep[1], body) }
 	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`)
-	if e := next(); !strings.Contains(e[1], `"protocolVersion"`) {
+	if e := next(`"id":1`); !strings.Contains(e[1], `"protocolVersion"`) {
 		t.Fatalf("initialize reply %v", e)
 	}
 	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
-	if e := next(); !strings.Contains(e[1], `"id":2`) || !strings.Contains(e[1], `"hi"`) {
+	if e := next(`"id":2`); !strings.Contains(e[1], `"hi"`) {
 		t.Fatalf("echo reply %v", e)
 	}
 	post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}`)
-	if e := next(); !strings.Contains(e[1], `"code":-32601`) {
+	if e := next(`"id":3`); !strings.Contains(e[1], `"code":-32601`) {
 		t.Fatalf("unknown tool reply %v", e)
 	}
 	r, err := http.Post(g.url+"/message?sessionId=nope", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
@@ -607,6 +624,54 @@ func TestLegacySSEClient(t *testing.T) {
 	if r.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown legacy session: %d, want 404", r.StatusCode)
 	}
+}
+
+// TestShutdownDrainsInFlightCalls: calls running when the gateway is told
+// to stop finish and reach their clients, over streamable HTTP (go-sdk)
+// and over the legacy SSE stream, before run returns.
+func TestShutdownDrainsInFlightCalls(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	started := make(chan struct{}, 4)
+	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { started <- struct{}{} },
+	})
+	const ms = 1500
+	p := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": ms}}
+	p.SetProgressToken("drain")
+	sdkDone := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			sdkDone <- err.Error()
+			return
+		}
+		sdkDone <- res.Content[0].(*mcp.TextContent).Text
+	}()
+
+	next := openLegacySSE(t, g.url+"/sse")
+	endpoint := g.url + next("sessionId=")[1]
+	postLegacy(t, endpoint, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`)
+	next(`"id":1`)
+	postLegacy(t, endpoint, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1500},"_meta":{"progressToken":"legacy"}}}`)
+
+	select { // both handlers run upstream
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("streamable call never started")
+	}
+	next(`"started"`)
+
+	stopped := make(chan struct{})
+	go func() { g.stop(t); close(stopped) }()
+	if e := next(`"id":2`); !strings.Contains(e[1], "slept 1500ms") {
+		t.Errorf("legacy call during shutdown: %s, want its result", e[1])
+	}
+	if got := <-sdkDone; got != "slept 1500ms" {
+		t.Errorf("streamable call during shutdown: %s, want its result", got)
+	}
+	<-stopped
 }
 
 // TestMetrics scrapes /metrics after real calls.

@@ -138,6 +138,8 @@ func TestStartFailures(t *testing.T) {
 	}{
 		{"port taken", []string{"MCP_SERVER_PORT=" + itoa(port)}, regexp.MustCompile(`listen on 127\.0\.0\.1:\d+`)},
 		{"bad config", []string{"MCP_SERVER_PORT=0", "MCP_SERVER_CALL_TIMEOUT=never", "MCP_SERVER_LOG_FORMAT=xml"}, regexp.MustCompile(`(?s)MCP_SERVER_CALL_TIMEOUT.*MCP_SERVER_LOG_FORMAT|MCP_SERVER_LOG_FORMAT.*MCP_SERVER_CALL_TIMEOUT`)},
+		{"open on all interfaces", []string{"MCP_SERVER_PORT=0", "MCP_SERVER_HOST=0.0.0.0"}, regexp.MustCompile(`MCP_SERVER_HOST: 0\.0\.0\.0 is not a loopback address and MCP_SERVER_ADMIN_TOKEN is not set.*MCP_SERVER_ALLOW_UNAUTHENTICATED=true`)},
+		{"unparsable value", []string{"MCP_SERVER_PORT=eighty"}, regexp.MustCompile(`MCP_SERVER_PORT: "eighty" is not a whole number`)},
 		{"missing servers file", []string{"MCP_SERVER_PORT=0", "MCP_SERVER_CONFIG=/nonexistent/servers.json"}, regexp.MustCompile(`MCP_SERVER_CONFIG`)},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -175,11 +176,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Each step gets its own deadline: ctx is already cancelled.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	_ = hub.Shutdown(sctx) // ends client streams so Shutdown below is not held up
+	// Both at once: srv.Shutdown stops accepting at once and waits for
+	// requests in flight; the hub lets legacy calls send their answers,
+	// then ends the client streams that srv.Shutdown would wait on forever.
+	var edges sync.WaitGroup
+	edges.Go(func() {
+		if err := hub.Shutdown(sctx); err != nil {
+			log.Warn("client sessions cut off at the shutdown timeout", "err", err)
+		}
+	})
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
 		_ = srv.Close()
 	}
+	edges.Wait()
 	closeAll(log, cfg, hub, calls, st)
 	log.Info("stopped")
 	return nil
