@@ -122,6 +122,9 @@ func (h *Hub) newRuntime(id string) *runtime {
 	eo.Logger = log
 	eo.Principal = principalKey
 	eo.OpenSessions = h.Sessions
+	if eo.Observer != nil {
+		eo.Observer = redactingObserver{eo.Observer, rt.redact}
+	}
 	if id != Default {
 		eo.BasePath = "/projects/" + id
 		eo.Metrics = nil
@@ -129,6 +132,20 @@ func (h *Hub) newRuntime(id string) *runtime {
 	rt.edge = server.New(rt, eo)
 	rt.mgr.OnToolsChanged(rt.edge.ToolsChanged)
 	return rt
+}
+
+// redactingObserver removes the project's secret values from a call's
+// arguments before the call log (or anything else) sees them: a client
+// may pass a secret under an innocent name ({"text": "<token>"}), which
+// the call log's own name-based redaction cannot know.
+type redactingObserver struct {
+	next   server.Observer
+	redact *secrets.Redactor
+}
+
+func (o redactingObserver) ObserveCall(rec switchboard.ToolCallRecord) {
+	rec.Arguments = o.redact.RedactJSON(rec.Arguments)
+	o.next.ObserveCall(rec)
 }
 
 // Start applies the servers file and every project in the store, then

@@ -1,8 +1,10 @@
 package secrets
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -52,6 +54,60 @@ func (r *Redactor) Set(values []string) {
 func (r *Redactor) Redact(s string) string {
 	out, _ := redact(r.values.Load(), s)
 	return out
+}
+
+// RedactJSON returns doc with every secret value removed from its strings
+// (member names and string values, at any depth; numbers, literals and
+// layout untouched when nothing matches). The values are looked for in
+// the decoded strings, so a secret the client escaped (\u0041, \/) is
+// found too. A document that is not JSON comes back as null: what cannot
+// be inspected is not kept.
+func (r *Redactor) RedactJSON(doc json.RawMessage) json.RawMessage {
+	values := r.values.Load()
+	if values == nil || len(doc) == 0 {
+		return doc
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return json.RawMessage("null")
+	}
+	v, changed := redactTree(values, v)
+	if !changed {
+		return doc
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return out
+}
+
+func redactTree(values *[]string, v any) (any, bool) {
+	switch t := v.(type) {
+	case string:
+		return redact(values, t)
+	case []any:
+		changed := false
+		for i, e := range t {
+			var c bool
+			t[i], c = redactTree(values, e)
+			changed = changed || c
+		}
+		return t, changed
+	case map[string]any:
+		changed := false
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			k2, kc := redact(values, k)
+			e2, ec := redactTree(values, e)
+			out[k2] = e2
+			changed = changed || kc || ec
+		}
+		return out, changed
+	}
+	return v, false
 }
 
 // redact reports whether it changed s.

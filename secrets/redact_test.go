@@ -289,3 +289,28 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// RedactJSON removes secret values from the strings of a JSON document,
+// however the client escaped them, and leaves everything else alone.
+func TestRedactJSON(t *testing.T) {
+	var r secrets.Redactor
+	if got := string(r.RedactJSON(json.RawMessage(`{"a":"hunter22"}`))); got != `{"a":"hunter22"}` {
+		t.Errorf("empty set changed the document: %s", got)
+	}
+	r.Set([]string{"hunter22", "sk-live/42"})
+	tests := []struct{ in, want string }{
+		{`{"text":"my hunter22 here","n":12345678901234567890}`, `{"n":12345678901234567890,"text":"my [redacted] here"}`},
+		{`{"deep":[{"x":["\u0068unter22"]}]}`, `{"deep":[{"x":["[redacted]"]}]}`},
+		{`{"url":"https://x/sk-live\/42/y"}`, `{"url":"https://x/[redacted]/y"}`},
+		{`{"hunter22":true}`, `{"[redacted]":true}`},
+		{`"hunter22"`, `"[redacted]"`},
+		{"{ \"keep\" : [1, 2.50, null] }", "{ \"keep\" : [1, 2.50, null] }"}, // nothing secret: the client's bytes
+		{`{"a":1} {"b":2}`, `null`},
+		{`{"a":`, `null`},
+	}
+	for _, tt := range tests {
+		if got := string(r.RedactJSON(json.RawMessage(tt.in))); got != tt.want {
+			t.Errorf("RedactJSON(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -75,6 +75,14 @@ func testSecrets(t *testing.T, g *gateway, dsn string) {
 		t.Fatalf("the server did not get the secret; its environment:\n%s", out)
 	}
 
+	// A client passing the secret under an innocent name: the call log
+	// keeps the call, not the value.
+	callText(t, cs, "echo", map[string]any{"text": "copy of " + value})
+	logged := api.waitCalls("vault", "?tool=echo", 1)
+	if args := string(logged[0].Arguments); args != `{"text":"copy of [redacted]"}` {
+		t.Errorf("logged arguments %s, want the secret value redacted", args)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote_check_key", Arguments: map[string]any{}})
