@@ -35,6 +35,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/httpbody"
 )
 
 // Gateway is what the edge needs from the upstream side.
@@ -92,7 +93,6 @@ type Observer interface {
 // Deadlines on client I/O, so a client that stops reading or writing
 // holds only its own request, and not for long.
 const (
-	bodyReadTimeout      = 30 * time.Second // reading one request body
 	progressWriteTimeout = 10 * time.Second // one progress event
 	responseWriteTimeout = 30 * time.Second // the final response
 )
@@ -334,20 +334,15 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, *r
 		tooLarge()
 		return nil, nil, false
 	}
-	// A client that sends headers and then dribbles the body must not hold
-	// a connection forever; the deadline is lifted again after the read so
-	// it cannot cut a long tool call's response.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	_ = rc.SetReadDeadline(time.Time{})
+	body, err := httpbody.Read(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			tooLarge()
 			return nil, nil, false
 		}
-		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeParseError, "could not read the request body")
+		writeRPCError(w, http.StatusBadRequest, nil, switchboard.CodeParseError,
+			"the request body did not arrive in full within "+httpbody.Timeout.String()+"; send it at once, with a correct Content-Length")
 		return nil, nil, false
 	}
 	m, rerr := parseMessage(body)

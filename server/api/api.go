@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/internal/httpbody"
 )
 
 // Projects is the live side of the gateway that the API changes.
@@ -290,13 +291,13 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, loose bool) 
 	if r.ContentLength > a.opts.MaxBodyBytes {
 		return a.tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	body, err := httpbody.Read(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return a.tooLarge()
 		}
-		return switchboard.Errorf(switchboard.ErrInvalid, "could not read the request body")
+		return switchboard.Errorf(switchboard.ErrInvalid, "the request body did not arrive in full within %s; send it at once, with a correct Content-Length", httpbody.Timeout)
 	}
 	if !utf8.Valid(body) {
 		return switchboard.Errorf(switchboard.ErrInvalid, "the request body is not valid UTF-8")
