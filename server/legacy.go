@@ -192,8 +192,12 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	s.goMu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
 	// The answer outlives the request: it runs on the session's context,
-	// carrying the request's trace context.
+	// carrying the request's trace context and log attributes (request
+	// and session id).
 	ctx := withTraceContext(ls.ctx, r.Header)
+	if ri := r.Context().Value(loggerKey{}); ri != nil {
+		ctx = context.WithValue(ctx, loggerKey{}, ri)
+	}
 	go func() {
 		defer s.calls.Done()
 		defer func() { <-ls.slots }()

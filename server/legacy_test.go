@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -274,5 +276,74 @@ func TestShutdownDeadlineCancelsLegacyCalls(t *testing.T) {
 	cancel()
 	if err := s.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("Shutdown past its deadline = %v, want an error naming the cancelled calls", err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// callLogLine returns the "tool call" log line whose request_id is id.
+func (l *lockedBuffer) callLogLine(t *testing.T, id string) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.Lines(l.b.String()) {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "tool call" && m["request_id"] == id {
+			return m
+		}
+	}
+	t.Fatalf("no tool call log line with request_id %s in:\n%s", id, l.b.String())
+	return nil
+}
+
+// A tool call's log line carries the request id (the client's
+// X-Request-Id) and the session id, on both transports: a legacy answer
+// runs after its POST has returned, on the session's context.
+func TestCallLogsCarryRequestAndSession(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := New(fakeGateway{cat: switchboard.NewCatalog(1, []switchboard.Tool{{Name: "echo", Server: "s"}})},
+		Options{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	defer s.Shutdown(context.Background())
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close) // after openLegacy closes its stream
+
+	post := func(url, session, requestID, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Request-Id", requestID)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	init := post(srv.URL+"/mcp", "", "init-1", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := init.Header.Get("Mcp-Session-Id")
+	post(srv.URL+"/mcp", sid, "call-streamable", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`)
+	if m := logs.callLogLine(t, "call-streamable"); m["session_id"] != sid {
+		t.Errorf("streamable call logged with session_id %v, want %s", m["session_id"], sid)
+	}
+
+	endpoint, lines := openLegacy(t, srv)
+	post(endpoint, "", "call-legacy", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}`)
+	<-lines // the answer: its log line was written before it was sent
+	_, legacyID, _ := strings.Cut(endpoint, "sessionId=")
+	if m := logs.callLogLine(t, "call-legacy"); m["session_id"] != legacyID {
+		t.Errorf("legacy call logged with session_id %v, want %s", m["session_id"], legacyID)
 	}
 }
