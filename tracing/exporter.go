@@ -191,17 +191,21 @@ func (e *exporter) ctxErr(ctx context.Context, last error) error {
 	return fmt.Errorf("tracing: export stopped: %w", cause)
 }
 
-// retryAfter reads a Retry-After header (seconds or an HTTP date); 0 is
-// none or unreadable, so the backoff applies.
+// maxRetryAfter caps a collector's Retry-After: beyond it the export's own
+// deadline decides anyway, and seconds * time.Second must not overflow.
+const maxRetryAfter = time.Hour
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date), at most
+// maxRetryAfter; 0 is none or unreadable, so the backoff applies.
 func retryAfter(h string) time.Duration {
 	if h == "" {
 		return 0
 	}
 	if s, err := strconv.Atoi(h); err == nil {
-		return time.Duration(max(s, 0)) * time.Second
+		return time.Duration(min(max(s, 0), int(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(h); err == nil {
-		return max(time.Until(t), 0)
+		return min(max(time.Until(t), 0), maxRetryAfter)
 	}
 	return 0
 }

@@ -437,6 +437,9 @@ func TestRetryAfter(t *testing.T) {
 		{"soon", 0, 0},
 		{time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat), 0, 0},
 		{time.Now().Add(time.Minute).UTC().Format(http.TimeFormat), 58 * time.Second, time.Minute},
+		{"18446744074", time.Hour, time.Hour}, // would wrap to 0.29s uncapped
+		{"7200", time.Hour, time.Hour},
+		{time.Now().Add(48 * time.Hour).UTC().Format(http.TimeFormat), time.Hour, time.Hour},
 	}
 	for _, tt := range tests {
 		if got := retryAfter(tt.header); got < tt.min || got > tt.max {
