@@ -89,6 +89,12 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 	}
 	if string(m.ID) == "null" {
 		m.ID = nil
+		if m.Method != "" {
+			// MCP: a request id MUST NOT be null, and a notification has
+			// no id member at all; taking it as a notification would run
+			// nothing and answer nothing.
+			return &m, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: `"id" must not be null: give a request a string or number id, and a notification none`}
+		}
 	}
 	if m.Method == "" && m.Result == nil && m.Error == nil {
 		return &m, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: `"method" is required`}

@@ -198,12 +198,24 @@ func (s *Server) Wrap(h http.Handler) http.Handler {
 	return s.withRequestLog(s.guard(h))
 }
 
+// onlyMethod answers the other methods of a legacy transport path with
+// 405 in the JSON-RPC error shape the transport speaks (ServeMux would
+// answer in plain text).
+func onlyMethod(allow, hint string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, switchboard.CodeInvalidRequest, "method not allowed; "+hint)
+	}
+}
+
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	base := s.opts.BasePath
 	mux.HandleFunc(base+"/mcp", s.handleMCP)
 	mux.HandleFunc("GET "+base+"/sse", s.handleSSE)
+	mux.HandleFunc(base+"/sse", onlyMethod("GET", "GET /sse opens the legacy event stream; send messages to the endpoint it names"))
 	mux.HandleFunc("POST "+base+"/message", s.handleMessage)
+	mux.HandleFunc(base+"/message", onlyMethod("POST", "POST /message?sessionId=... sends one message of a legacy session"))
 	if base != "" {
 		return mux
 	}
