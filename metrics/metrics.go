@@ -110,6 +110,19 @@ func (m *Metrics) SetState(project, server string, st switchboard.ServerState) {
 	}
 }
 
+// Forget drops the state and breaker series of a server that is gone, or
+// with server "" of every server of a project that is gone: a removed
+// server must not stay "ready" (or its breaker "open") on dashboards.
+// Counters and histograms stay, as counters do.
+func (m *Metrics) Forget(project, server string) {
+	labels := prometheus.Labels{"project": project}
+	if server != "" {
+		labels["server"] = server
+	}
+	m.state.DeletePartialMatch(labels)
+	m.breaker.DeletePartialMatch(labels)
+}
+
 // Sessions registers a gauge of open client sessions read from fn.
 func (m *Metrics) Sessions(fn func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

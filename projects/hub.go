@@ -44,6 +44,9 @@ type Options struct {
 	Edge      server.Options
 	// OnState, when set, hears every server state change of every project.
 	OnState func(project, server string, st switchboard.ServerState)
+	// OnRemoved, when set, hears that a server is gone from a project (its
+	// state reports end), or with server "" that the whole project is.
+	OnRemoved func(project, server string)
 	// AdminToken, when set, is required for admin actions and opens every
 	// project; empty is dev mode (see Access).
 	AdminToken string
@@ -84,6 +87,8 @@ type runtime struct {
 	// still log it after a change (a connect attempt in flight, a line of
 	// stderr), and a value that was a secret stays one.
 	redacted map[string]bool
+	// applied is the set of server names last applied, under mu.
+	applied map[string]bool
 }
 
 // New returns a hub with the default project's runtime in place; call
@@ -313,6 +318,16 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	}
 	rt.redact.Set(slices.Collect(maps.Keys(rt.redacted)))
 	rt.mgr.Apply(ctx, specs)
+	applied := make(map[string]bool, len(specs))
+	for _, sp := range specs {
+		applied[sp.Name] = true
+	}
+	for name := range rt.applied {
+		if !applied[name] && h.opts.OnRemoved != nil {
+			h.opts.OnRemoved(id, name)
+		}
+	}
+	rt.applied = applied
 	return nil
 }
 
@@ -368,6 +383,9 @@ func (h *Hub) remove(ctx context.Context, id string) {
 func (h *Hub) stop(ctx context.Context, rt *runtime) {
 	_ = rt.edge.Shutdown(ctx)
 	_ = rt.mgr.Close(ctx)
+	if h.opts.OnRemoved != nil {
+		h.opts.OnRemoved(rt.id, "")
+	}
 }
 
 // lookup returns a project's runtime, asking the store when this replica

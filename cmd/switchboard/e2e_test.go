@@ -676,20 +676,32 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 
 // TestMetrics scrapes /metrics after real calls.
 func TestMetrics(t *testing.T) {
-	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	// "dead" refuses connections: one failure opens its breaker.
+	servers := [][2]any{{"up", stdioServer("up")}, {"dead", map[string]any{"url": "http://127.0.0.1:1/mcp", "toolPrefix": "dead_"}}}
+	g := startGateway(t, servers, map[string]string{"MCP_SERVER_BREAKER_FAILURES": "1"})
 	c := newRaw(t, g.url+"/mcp")
 	c.initialize()
 	c.toolText("echo", map[string]any{"text": "x"})
 	c.call("tools/call", map[string]any{"name": "tool_error", "arguments": map[string]any{}})
 	c.call("tools/call", map[string]any{"name": "rpc_error", "arguments": map[string]any{}})
 	c.call("tools/call", map[string]any{"name": "no such tool ' DROP", "arguments": map[string]any{}})
-	resp, err := http.Get(g.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	scrape := func() string {
+		resp, err := http.Get(g.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	var body string
+	eventually(t, opTimeout, func() (bool, string) {
+		body = scrape()
+		return strings.Contains(body, `switchboard_upstream_breaker_open{project="default",server="dead"} 1`), "the breaker of dead never opened"
+	})
 	for _, want := range []string{
+		`switchboard_upstream_state{project="default",server="dead",state="unavailable"} 1`,
+		`switchboard_upstream_state{project="default",server="dead",state="ready"} 0`,
 		`switchboard_tool_calls_total{outcome="ok",project="default",server="up",tool="echo"} 1`,
 		`switchboard_tool_calls_total{outcome="tool_error",project="default",server="up",tool="tool_error"} 1`,
 		`switchboard_tool_calls_total{outcome="error",project="default",server="up",tool="rpc_error"} 1`,
@@ -702,11 +714,23 @@ func TestMetrics(t *testing.T) {
 		`switchboard_upstream_connects_total{project="default",server="up"} 1`,
 		`switchboard_sessions 1`,
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
 	if strings.Contains(string(body), "DROP") {
 		t.Errorf("client-supplied tool name became a label")
+	}
+
+	// A removed server's state and breaker series go with it.
+	g.applyReload(t, servers[:1])
+	body = scrape()
+	for _, gone := range []string{`switchboard_upstream_state{project="default",server="dead"`, `switchboard_upstream_breaker_open{project="default",server="dead"}`} {
+		if strings.Contains(body, gone) {
+			t.Errorf("after dead was removed, metrics still have %s...", gone)
+		}
+	}
+	if !strings.Contains(body, `switchboard_upstream_state{project="default",server="up",state="ready"} 1`) {
+		t.Errorf("the server that stayed lost its state series")
 	}
 }

@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	observers = append(observers, met)
 	hub := projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
-		OnState: met.SetState,
+		OnState: met.SetState, OnRemoved: met.Forget,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
