@@ -67,7 +67,10 @@ type auth struct {
 	mu        sync.Mutex
 	byHash    map[string]cachedToken
 	hasTokens map[string]cachedFlag
-	now       func() time.Time
+	// forgets counts forget calls: a store read that started before one
+	// (a token read just before its revocation committed) is not cached.
+	forgets uint64
+	now     func() time.Time
 }
 
 type cachedToken struct {
@@ -116,6 +119,7 @@ func (a *auth) lookup(ctx context.Context, hash []byte) (switchboard.Token, erro
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.byHash[string(hash)]
+	gen := a.forgets
 	a.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		return c.tok, nil
@@ -131,7 +135,9 @@ func (a *auth) lookup(ctx context.Context, hash []byte) (switchboard.Token, erro
 	if len(a.byHash) >= maxCachedTokens {
 		clear(a.byHash)
 	}
-	a.byHash[string(hash)] = cachedToken{tok: t, expires: now.Add(tokenCacheTTL)}
+	if a.forgets == gen {
+		a.byHash[string(hash)] = cachedToken{tok: t, expires: now.Add(tokenCacheTTL)}
+	}
 	a.mu.Unlock()
 	return t, nil
 }
@@ -164,6 +170,7 @@ func (a *auth) projectHasTokens(ctx context.Context, id string) (bool, error) {
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.hasTokens[id]
+	gen := a.forgets
 	a.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		return c.has, nil
@@ -186,7 +193,9 @@ func (a *auth) projectHasTokens(ctx context.Context, id string) (bool, error) {
 	if len(a.hasTokens) >= maxCachedTokens {
 		clear(a.hasTokens)
 	}
-	a.hasTokens[id] = cachedFlag{has: has, expires: now.Add(tokenCacheTTL)}
+	if a.forgets == gen {
+		a.hasTokens[id] = cachedFlag{has: has, expires: now.Add(tokenCacheTTL)}
+	}
 	a.mu.Unlock()
 	return has, nil
 }
@@ -195,6 +204,7 @@ func (a *auth) projectHasTokens(ctx context.Context, id string) (bool, error) {
 func (a *auth) forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.forgets++
 	delete(a.hasTokens, id)
 	for h, c := range a.byHash {
 		if c.tok.ProjectID == id {

@@ -157,3 +157,51 @@ func TestAdminOnly(t *testing.T) {
 		t.Errorf("project token took an admin action: %v", err)
 	}
 }
+
+// pausingTokens is the real store with a pause after each token read, to
+// line a revocation up between a read and the caching of its result.
+type pausingTokens struct {
+	switchboard.Store
+	read, resume chan struct{}
+}
+
+func (p pausingTokens) TokenByHash(ctx context.Context, hash []byte) (switchboard.Token, error) {
+	t, err := p.Store.TokenByHash(ctx, hash)
+	p.read <- struct{}{}
+	<-p.resume
+	return t, err
+}
+
+// A token read from the store just before its revocation committed is not
+// cached past the revocation: the next request is refused at once.
+func TestRevocationRacingALookup(t *testing.T) {
+	st, tok, rec := newStore(t)
+	ctx := context.Background()
+	ps := pausingTokens{st, make(chan struct{}), make(chan struct{})}
+	a := newAuth(ps, adminToken)
+	req := func() error {
+		r := httptest.NewRequest("GET", "/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		_, err := a.authenticate(r)
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- req() }()
+	<-ps.read // read, valid, not yet cached
+	if _, err := st.RevokeToken(ctx, "a", rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	a.forget("a") // what TokensChanged does after a revocation
+	close(ps.resume)
+	if err := <-first; err != nil {
+		t.Fatalf("the request in flight: %v", err) // it was valid when read
+	}
+	go func() {
+		for range ps.read {
+		}
+	}()
+	defer close(ps.read)
+	if err := req(); !errors.Is(err, switchboard.ErrUnauthorized) {
+		t.Fatalf("a request after the revocation: %v, want it refused", err)
+	}
+}
