@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("replicas sharing one database need the same key: set MCP_SERVER_SECRET_KEY on every replica", "key", key)
 	}
 	box, err := secrets.NewBox(key.Bytes)
+	if err == nil {
+		err = checkKey(ctx, st, box, key)
+	}
 	if err != nil {
 		_ = st.Close()
 		return err
@@ -234,6 +237,39 @@ func openStore(ctx context.Context, cfg config.Config) (switchboard.Store, error
 		return nil, fmt.Errorf("store (%s): creating the default project: %w", cfg.StoreDescription(), err)
 	}
 	return st, nil
+}
+
+// checkKey refuses a key under which not one stored secret decrypts while
+// some were sealed under another key: a replica started without the
+// shared MCP_SERVER_SECRET_KEY (it generated its own) would otherwise
+// serve every server that needs a secret as "missing variable". It reads
+// until the first secret that opens.
+func checkKey(ctx context.Context, st switchboard.Store, box *secrets.Box, key secrets.Key) error {
+	projects, err := st.ListProjects(ctx)
+	if err != nil {
+		return fmt.Errorf("checking the secret key against the store: %w", err)
+	}
+	wrong := 0
+	for _, p := range projects {
+		list, err := st.ListSecrets(ctx, p.ID)
+		if err != nil {
+			return fmt.Errorf("checking the secret key against the store: %w", err)
+		}
+		for _, sec := range list {
+			_, err := box.Open(p.ID, sec.Name, sec.Ciphertext)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, secrets.ErrWrongKey):
+				wrong++
+			}
+		}
+	}
+	if wrong > 0 {
+		return fmt.Errorf("MCP_SERVER_SECRET_KEY: none of the %d stored secrets decrypts with the %s; they were sealed with another key. "+
+			"Start with the key the store was used with (every replica sharing a database needs the same MCP_SERVER_SECRET_KEY)", wrong, key)
+	}
+	return nil
 }
 
 // observeAll fans a tool call out to every observer.

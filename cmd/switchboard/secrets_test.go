@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,8 +80,9 @@ func testSecrets(t *testing.T, g *gateway, dsn string) {
 	// keeps the call, not the value.
 	callText(t, cs, "echo", map[string]any{"text": "copy of " + value})
 	logged := api.waitCalls("vault", "?tool=echo", 1)
-	if args := string(logged[0].Arguments); args != `{"text":"copy of [redacted]"}` {
-		t.Errorf("logged arguments %s, want the secret value redacted", args)
+	var args bytes.Buffer
+	if err := json.Compact(&args, logged[0].Arguments); err != nil || args.String() != `{"text":"copy of [redacted]"}` {
+		t.Errorf("logged arguments %s, want the secret value redacted", logged[0].Arguments)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -268,5 +270,29 @@ func checkPostgresDump(t *testing.T, dsn string, values ...string) {
 				}
 			}
 		}
+	}
+}
+
+// A gateway started with another MCP_SERVER_SECRET_KEY than the one its
+// store's secrets were sealed with refuses to start, saying why, instead
+// of serving every server that needs a secret as "missing variable".
+func TestStartRefusesAnotherSecretKey(t *testing.T) {
+	key1, key2 := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken, "MCP_SERVER_SECRET_KEY": key1})
+	api := newAPI(t, g.url, adminToken)
+	api.createProject("vault")
+	api.putSecret("vault", "API_KEY", secretValue(t))
+	g.stop(t)
+
+	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": g.dataDir, "MCP_SERVER_SECRET_KEY": key2}
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, &logs, nil)
+	if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_SECRET_KEY: none of the 1 stored secrets decrypts") {
+		t.Fatalf("start with another key: %v, want a refusal naming MCP_SERVER_SECRET_KEY", err)
+	}
+	if strings.Contains(err.Error(), key2) || strings.Contains(err.Error(), key1) {
+		t.Fatalf("the refusal quotes a key: %v", err)
 	}
 }
