@@ -42,7 +42,8 @@ func text(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestGoSDKClient(t *testing.T) {
-	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	// "short" times its calls out after 300ms: the gateway's own -32603.
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}, {"short", stdioServer("short", "toolPrefix", "short_", "callTimeout", "300ms")}}, nil)
 	progress := make(chan *mcp.ProgressNotificationParams, 16)
 	changed := make(chan struct{}, 4)
 	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
@@ -80,8 +81,10 @@ func TestGoSDKClient(t *testing.T) {
 			args any
 			code int64
 		}{
-			{"rpc_error", map[string]any{}, -32602},
-			{"no_such_tool", map[string]any{}, -32601},
+			{"rpc_error", map[string]any{}, -32602},              // the upstream's own, forwarded
+			{"no_such_tool", map[string]any{}, -32601},           // the gateway's: unknown tool
+			{"echo", "arguments that are not an object", -32602}, // the gateway's: invalid params
+			{"short_slow", map[string]any{"ms": 10000}, -32603},  // the gateway's: timed out
 		} {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
 			var je *jsonrpc.Error
@@ -90,6 +93,9 @@ func TestGoSDKClient(t *testing.T) {
 			}
 			if tc.tool == "rpc_error" && je != nil && string(je.Data) != `{"field":"x"}` {
 				t.Errorf("rpc_error data %s", je.Data)
+			}
+			if tc.tool == "short_slow" && je != nil && !strings.Contains(je.Message, "short") {
+				t.Errorf("timeout message %q does not name the server", je.Message)
 			}
 		}
 	})
