@@ -180,7 +180,7 @@ func TestCLIHelp(t *testing.T) {
 		t.Run(cmd.name, func(t *testing.T) {
 			var out, errOut strings.Builder
 			args := append(strings.Fields(cmd.name), "-h")
-			if err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut, nil); err != nil {
+			if err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut); err != nil {
 				t.Fatalf("run %v: %v", args, err)
 			}
 			if !strings.HasPrefix(out.String(), "Usage: switchboard "+cmd.name) {

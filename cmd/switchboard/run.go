@@ -33,10 +33,21 @@ var version = "dev"
 // use it to learn the address bound for port 0.
 type listeningKey struct{}
 
+// reloadKey carries a <-chan os.Signal in run's ctx: each value re-reads
+// the servers file. main sends SIGHUP on it; tests their own.
+type reloadKey struct{}
+
+// withReload returns ctx carrying reload for run.
+func withReload(ctx context.Context, reload <-chan os.Signal) context.Context {
+	return context.WithValue(ctx, reloadKey{}, reload)
+}
+
 // run is the whole program: parse flags and environment, start the
 // upstream machinery, listen, serve until ctx ends, then shut down in
-// order. Each value sent on reload re-reads the servers file (SIGHUP).
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, reload <-chan os.Signal) error {
+// order. Each value sent on ctx's reload channel (withReload) re-reads
+// the servers file.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	reload, _ := ctx.Value(reloadKey{}).(<-chan os.Signal) // nil: never
 	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }

@@ -288,7 +288,7 @@ func TestStartRefusesAnotherSecretKey(t *testing.T) {
 	var logs syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, &logs, nil)
+	err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, &logs)
 	if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_SECRET_KEY: none of the 1 stored secrets decrypts") {
 		t.Fatalf("start with another key: %v, want a refusal naming MCP_SERVER_SECRET_KEY", err)
 	}
