@@ -734,3 +734,56 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("the server that stayed lost its state series")
 	}
 }
+
+// TestStatusAndIdleSessions: GET / and a plain GET /mcp answer the status
+// document (version, uptime, each upstream's state and tool count),
+// /healthz and /readyz answer 200, and a session idle past
+// MCP_SERVER_SESSION_IDLE_TIMEOUT is ended (later requests on it: 404).
+func TestStatusAndIdleSessions(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SESSION_IDLE_TIMEOUT": "500ms"})
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	c.toolText("echo", map[string]any{"text": "x"})
+
+	type status struct {
+		Name, Version, Uptime string
+		Sessions              int
+		Upstreams             []struct {
+			Name, State string
+			Tools       int
+		}
+	}
+	get := func(path, accept string) (int, status) {
+		req, _ := http.NewRequest(http.MethodGet, g.url+path, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st status
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return resp.StatusCode, st
+	}
+	for _, path := range []string{"/", "/mcp"} {
+		code, st := get(path, "application/json")
+		if code != 200 || st.Name != "switchboard" || st.Version == "" || st.Uptime == "" || st.Sessions != 1 ||
+			len(st.Upstreams) != 1 || st.Upstreams[0].Name != "up" || st.Upstreams[0].State != "ready" || st.Upstreams[0].Tools < 5 {
+			t.Errorf("GET %s: %d %+v", path, code, st)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(path, "*/*"); code != 200 {
+			t.Errorf("GET %s: %d", path, code)
+		}
+	}
+
+	// The sweeper ends the session on its own schedule: watch the count.
+	eventually(t, opTimeout, func() (bool, string) {
+		_, st := get("/", "application/json")
+		return st.Sessions == 0, "the idle session is still open"
+	})
+	if rep := c.call("tools/list", map[string]any{}); rep.Status != http.StatusNotFound {
+		t.Errorf("request on an expired session: %d, want 404", rep.Status)
+	}
+}
