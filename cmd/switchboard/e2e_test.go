@@ -533,6 +533,20 @@ func TestReloadKeepsSessionsAndUnchangedServers(t *testing.T) {
 	if !processGone(pid) {
 		t.Errorf("removed server's process %s still exists", pid)
 	}
+
+	// A servers file that no longer parses keeps the current servers,
+	// untouched, and the log says why.
+	if err := os.WriteFile(g.file, []byte(`{"mcpServers": {"b": `), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.reload <- os.Interrupt
+	g.reload <- os.Interrupt // received once the first reload is done
+	if got := c.toolText("b_pid", map[string]any{}); got != bPid {
+		t.Errorf("a broken servers file restarted b: %s -> %s", bPid, got)
+	}
+	if !strings.Contains(g.logs.String(), "reload failed; keeping the current servers") {
+		t.Errorf("no log line explains the failed reload")
+	}
 }
 
 // openLegacySSE opens a legacy HTTP+SSE stream and returns a function that
