@@ -237,7 +237,15 @@ type ToolCallRecord struct {
 	Code      int    // the JSON-RPC error code when Outcome is OutcomeError
 	Duration  time.Duration
 	StartedAt time.Time
+	// RecordID is the writer's own unique name for the record, made
+	// before the call is answered (the call log's are 32 hex digits).
+	// A store keeps one record per RecordID, so a batch replayed after a
+	// crash stores nothing twice. Empty: no such guarantee.
+	RecordID string
 }
+
+// MaxRecordIDLen bounds ToolCallRecord.RecordID.
+const MaxRecordIDLen = 64
 
 // Validate reports ErrInvalid when no store would accept c.
 func (c ToolCallRecord) Validate() error {
@@ -248,6 +256,8 @@ func (c ToolCallRecord) Validate() error {
 		return Errorf(ErrInvalid, "tool call: start time is required")
 	case c.Duration < 0:
 		return Errorf(ErrInvalid, "tool call: negative duration")
+	case len(c.RecordID) > MaxRecordIDLen:
+		return Errorf(ErrInvalid, "tool call: record id longer than %d bytes", MaxRecordIDLen)
 	case c.Arguments != nil && (!json.Valid(c.Arguments) || !utf8.Valid(c.Arguments)):
 		return Errorf(ErrInvalid, "tool call: arguments are not valid UTF-8 JSON")
 	}
@@ -256,7 +266,7 @@ func (c ToolCallRecord) Validate() error {
 	default:
 		return Errorf(ErrInvalid, "tool call: unknown outcome %q", c.Outcome)
 	}
-	return checkText("tool call", "project", c.ProjectID, "session", c.Session, "server", c.Server, "tool", c.Tool)
+	return checkText("tool call", "project", c.ProjectID, "session", c.Session, "server", c.Server, "tool", c.Tool, "record id", c.RecordID)
 }
 
 // Page sizes of ListToolCalls.
@@ -294,9 +304,11 @@ type ToolCallPage struct {
 // ToolCallStore keeps the tool-call log.
 type ToolCallStore interface {
 	// InsertToolCalls stores a batch of records in one transaction: all or
-	// none. The project need not exist: the log never refuses a call
-	// because of a concurrent project change. Errors: ErrInvalid (a record
-	// fails ToolCallRecord.Validate; nothing is stored).
+	// none. A record whose RecordID is already stored (or repeated in the
+	// batch) is skipped, so inserting a batch twice stores it once. The
+	// project need not exist: the log never refuses a call because of a
+	// concurrent project change. Errors: ErrInvalid (a record fails
+	// ToolCallRecord.Validate; nothing is stored).
 	InsertToolCalls(ctx context.Context, batch []ToolCallRecord) error
 	// ListToolCalls returns one page of the matching records.
 	// Errors: ErrInvalid (a malformed cursor).

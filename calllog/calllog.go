@@ -1,8 +1,11 @@
 // Package calllog records every tool call in the store off the hot path:
-// calls are queued without blocking, redacted and written in batches by
-// one goroutine, and flushed on Close. When the store is down or the queue
-// is full, records are dropped and counted with a warning; a call never
-// waits for, or fails because of, its log record.
+// calls are redacted and queued without blocking, and written in batches
+// by one goroutine, flushed on Close. With a spool directory, each record
+// is also appended to a file before the call is answered, so it survives
+// kill -9 and is replayed on the next start (see Recover). When the store
+// is down or the queue is full, records are dropped and counted with a
+// warning; a call never waits for, or fails because of, its log record
+// beyond the one write to the spool.
 package calllog
 
 import (
@@ -29,22 +32,41 @@ type Options struct {
 	BatchSize    int           // records per insert; default 256
 	FlushEvery   time.Duration // longest a record waits; default 200ms
 	WriteTimeout time.Duration // one insert; default 5s
-	Logger       *slog.Logger
+	// SpoolDir, when set, is where the Writer keeps its crash spool
+	// (created if missing). If it cannot, the Writer warns and runs
+	// without one.
+	SpoolDir string
+	// SpoolMaxBytes is the size past which the spool moves to a new file
+	// while the old one still holds records not yet stored; default 16 MiB.
+	SpoolMaxBytes int64
+	Logger        *slog.Logger
 }
 
 // Writer batches tool-call records into the store.
 type Writer struct {
-	store   Inserter
-	opts    Options
-	queue   chan switchboard.ToolCallRecord
-	dropped atomic.Int64
-	written atomic.Int64
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	store     Inserter
+	opts      Options
+	queue     chan queued
+	spool     *spool // nil: no crash safety
+	dropped   atomic.Int64
+	written   atomic.Int64
+	unspooled atomic.Int64
+	mu        sync.Mutex // orders ObserveCall's spool write and enqueue against Close
+	closed    bool
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
-// New starts a Writer; Close stops it.
+// queued is a record on its way to the store, with the spool file that
+// holds it (nil if none does).
+type queued struct {
+	rec switchboard.ToolCallRecord
+	seg *segment
+}
+
+// New starts a Writer, opening its spool in opts.SpoolDir if set; Close
+// stops it.
 func New(store Inserter, opts Options) *Writer {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 8192
@@ -58,34 +80,87 @@ func New(store Inserter, opts Options) *Writer {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 5 * time.Second
 	}
+	if opts.SpoolMaxBytes <= 0 {
+		opts.SpoolMaxBytes = 16 << 20
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{store: store, opts: opts, queue: make(chan switchboard.ToolCallRecord, opts.QueueSize),
+	w := &Writer{store: store, opts: opts, queue: make(chan queued, opts.QueueSize),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.SpoolDir != "" {
+		sp, err := openSpool(opts.SpoolDir, opts.SpoolMaxBytes)
+		if err != nil {
+			opts.Logger.Warn("tool-call spool unavailable; records not yet stored are lost if the process dies", "err", err)
+		} else {
+			w.spool = sp
+		}
+	}
 	go w.loop()
 	return w
 }
 
-// ObserveCall queues rec without blocking; a full queue drops it
-// (counted). It is the server.Observer method.
+// ObserveCall redacts rec, gives it a RecordID unless it has one, appends
+// it to the spool and queues it, without waiting for anything but that
+// write; a full queue drops it (counted). It is the server.Observer
+// method, called before the response is written: once it returns, the
+// record survives the death of the process.
 func (w *Writer) ObserveCall(rec switchboard.ToolCallRecord) {
+	rec, err := prepare(rec)
+	if err != nil {
+		// One bad record must not sink a batch.
+		w.dropped.Add(1)
+		w.opts.Logger.Warn("tool-call record dropped", "err", err)
+		return
+	}
+	var line []byte
+	if w.spool != nil {
+		if line, err = encodeLine(rec); err != nil {
+			w.spoolFailed(err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
+	var seg *segment
+	if line != nil {
+		if seg, err = w.spool.append(line); err != nil {
+			w.spoolFailed(err)
+		}
+	}
+	select {
+	case w.queue <- queued{rec, seg}:
+	default:
+		w.settle([]queued{{rec, seg}})
+		if w.dropped.Add(1)%1000 == 1 {
+			w.opts.Logger.Warn("tool-call log queue full; dropping records", "dropped_total", w.dropped.Load())
+		}
+	}
+}
+
+// prepare makes rec what the store and the spool may hold: secrets
+// redacted (they must never reach the disk), bounded, valid, named.
+func prepare(rec switchboard.ToolCallRecord) (switchboard.ToolCallRecord, error) {
 	if len(rec.Arguments) > MaxArgumentBytes {
 		// The queue must not pin huge client payloads.
 		rec.Arguments = json.RawMessage(`{"_truncated":true}`)
 	}
-	select {
-	case <-w.stop:
-		w.dropped.Add(1)
-		return
-	default:
+	rec.Arguments = Redact(rec.Arguments)
+	rec.Tool = switchboard.Clip(rec.Tool)
+	if rec.RecordID == "" {
+		rec.RecordID = randomHex(16)
 	}
-	select {
-	case w.queue <- rec:
-	default:
-		if w.dropped.Add(1)%1000 == 1 {
-			w.opts.Logger.Warn("tool-call log queue full; dropping records", "dropped_total", w.dropped.Load())
-		}
+	return rec, rec.Validate()
+}
+
+// spoolFailed counts a record the spool could not take (disk full): it is
+// still queued for the store, only not crash-safe.
+func (w *Writer) spoolFailed(err error) {
+	if n := w.unspooled.Add(1); n%1000 == 1 {
+		w.opts.Logger.Warn("tool-call spool write failed; records are stored but lost if the process dies first", "unspooled_total", n, "err", err)
 	}
 }
 
@@ -96,23 +171,27 @@ func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 // Written is the number of records stored so far.
 func (w *Writer) Written() int64 { return w.written.Load() }
 
+// Unspooled is the number of records the spool could not take so far;
+// they were queued for the store all the same.
+func (w *Writer) Unspooled() int64 { return w.unspooled.Load() }
+
 func (w *Writer) loop() {
 	defer close(w.done)
 	t := time.NewTicker(w.opts.FlushEvery)
 	defer t.Stop()
-	batch := make([]switchboard.ToolCallRecord, 0, w.opts.BatchSize)
+	batch := make([]queued, 0, w.opts.BatchSize)
 	for {
 		select {
-		case rec := <-w.queue:
-			batch = w.add(batch, rec)
+		case q := <-w.queue:
+			batch = w.add(batch, q)
 		case <-t.C:
 			batch = w.flush(batch)
 		case <-w.stop:
 			// Drain what was queued before Close, then write it.
 			for {
 				select {
-				case rec := <-w.queue:
-					batch = w.add(batch, rec)
+				case q := <-w.queue:
+					batch = w.add(batch, q)
 				default:
 					w.flush(batch)
 					return
@@ -122,29 +201,25 @@ func (w *Writer) loop() {
 	}
 }
 
-// add redacts and validates rec into batch, writing the batch once full.
-func (w *Writer) add(batch []switchboard.ToolCallRecord, rec switchboard.ToolCallRecord) []switchboard.ToolCallRecord {
-	rec.Arguments = Redact(rec.Arguments)
-	rec.Tool = switchboard.Clip(rec.Tool)
-	if err := rec.Validate(); err != nil {
-		// One bad record must not sink a batch.
-		w.dropped.Add(1)
-		w.opts.Logger.Warn("tool-call record dropped", "err", err)
-		return batch
-	}
-	batch = append(batch, rec)
+// add appends q to batch, writing the batch once full.
+func (w *Writer) add(batch []queued, q queued) []queued {
+	batch = append(batch, q)
 	if len(batch) >= w.opts.BatchSize {
 		batch = w.flush(batch)
 	}
 	return batch
 }
 
-func (w *Writer) flush(batch []switchboard.ToolCallRecord) []switchboard.ToolCallRecord {
+func (w *Writer) flush(batch []queued) []queued {
 	if len(batch) == 0 {
 		return batch
 	}
+	recs := make([]switchboard.ToolCallRecord, len(batch))
+	for i, q := range batch {
+		recs[i] = q.rec
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.WriteTimeout)
-	err := w.store.InsertToolCalls(ctx, batch)
+	err := w.store.InsertToolCalls(ctx, recs)
 	cancel()
 	if err != nil {
 		total := w.dropped.Add(int64(len(batch)))
@@ -152,15 +227,37 @@ func (w *Writer) flush(batch []switchboard.ToolCallRecord) []switchboard.ToolCal
 	} else {
 		w.written.Add(int64(len(batch)))
 	}
+	// Dropped records are settled too: the spool keeps only what may
+	// still be stored, not what was given up with a count.
+	w.settle(batch)
+	clear(batch)
 	return batch[:0]
 }
 
-// Close writes everything queued so far and stops, or gives up when ctx
-// ends (what was not written is counted as dropped).
+func (w *Writer) settle(batch []queued) {
+	if w.spool == nil {
+		return
+	}
+	if err := w.spool.settle(batch); err != nil {
+		w.opts.Logger.Warn("tool-call spool cleanup failed", "err", err)
+	}
+}
+
+// Close writes everything queued so far and stops, then deletes the
+// spool file; or gives up when ctx ends, keeping the spool file for the
+// next start's Recover.
 func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 	w.once.Do(func() { close(w.stop) })
 	select {
 	case <-w.done:
+		if w.spool != nil {
+			if err := w.spool.close(); err != nil {
+				w.opts.Logger.Warn("tool-call spool not removed", "err", err)
+			}
+		}
 		if n := w.dropped.Load(); n > 0 {
 			w.opts.Logger.Warn("tool-call log closed with dropped records", "dropped_total", n)
 		}

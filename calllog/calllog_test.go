@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
-	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
 func TestRedact(t *testing.T) {
@@ -39,15 +38,12 @@ func record(i int, args string) switchboard.ToolCallRecord {
 // written, redacted, and nothing is dropped.
 func TestWriterFlushesOnClose(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, t.TempDir())
 	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default"}); err != nil {
 		t.Fatal(err)
 	}
-	w := New(st, Options{BatchSize: 7, FlushEvery: time.Hour})
+	spoolDir := t.TempDir()
+	w := New(st, Options{BatchSize: 7, FlushEvery: time.Hour, SpoolDir: spoolDir})
 	for i := range 100 {
 		w.ObserveCall(record(i, `{"token":"secret-value","i":1}`))
 	}
@@ -65,10 +61,18 @@ func TestWriterFlushesOnClose(t *testing.T) {
 	if len(page.Calls) != 101 {
 		t.Fatalf("stored %d records, want 101", len(page.Calls))
 	}
+	ids := map[string]bool{}
 	for _, c := range page.Calls {
 		if string(c.Arguments) == `{"token":"secret-value","i":1}` || json.Valid(c.Arguments) == false {
 			t.Fatalf("stored arguments %s", c.Arguments)
 		}
+		ids[c.RecordID] = true
+	}
+	if len(ids) != 101 {
+		t.Errorf("%d distinct record ids, want 101", len(ids))
+	}
+	if left := spoolFiles(t, spoolDir); len(left) != 0 {
+		t.Errorf("spool files left after Close: %v", left)
 	}
 }
 
@@ -87,7 +91,8 @@ func (f *failing) InsertToolCalls(context.Context, []switchboard.ToolCallRecord)
 
 // A store outage drops records with a count; recording never blocks.
 func TestWriterStoreOutage(t *testing.T) {
-	w := New(&failing{}, Options{QueueSize: 10, BatchSize: 5, FlushEvery: time.Hour})
+	spoolDir := t.TempDir()
+	w := New(&failing{}, Options{QueueSize: 10, BatchSize: 5, FlushEvery: time.Hour, SpoolDir: spoolDir})
 	for i := range 1000 { // far more than the queue holds: must not block
 		w.ObserveCall(record(i, `{}`))
 	}
@@ -96,6 +101,10 @@ func TestWriterStoreOutage(t *testing.T) {
 	}
 	if w.Written() != 0 || w.Dropped() != 1000 {
 		t.Fatalf("written %d dropped %d, want 0 and 1000", w.Written(), w.Dropped())
+	}
+	// Dropped records are given up: the spool does not keep them.
+	if left := spoolFiles(t, spoolDir); len(left) != 0 {
+		t.Errorf("spool files left after Close: %v", left)
 	}
 	w.ObserveCall(record(1, `{}`)) // after Close: dropped, no panic
 	if w.Dropped() != 1001 {

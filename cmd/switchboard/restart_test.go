@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/pgtest"
 )
 
 // binGateway is the real binary running as a subprocess.
@@ -92,18 +98,33 @@ func (g *binGateway) kill(t *testing.T) {
 }
 
 // TestRestartAfterKill: everything made through the API survives kill -9
-// of the real binary on the embedded store: projects, servers (with their
-// product), secrets (names, and the server still gets the value, so the
-// generated key survived too), tokens (valid ones authenticate, revoked
-// ones stay revoked) and the tool calls that were visible before the kill.
+// of the real binary, on the embedded store and on PostgreSQL: projects,
+// servers (with their product), secrets (names, and the server still gets
+// the value, so the generated key survived too), tokens (valid ones
+// authenticate, revoked ones stay revoked), and every tool call that got
+// a response, exactly once, though the kill comes right after the last
+// response, before the batched call log could store it.
 func TestRestartAfterKill(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var env []string
+			if kind == "postgres" {
+				env = append(env, "MCP_SERVER_DATABASE_URL="+pgtest.NewDB(t))
+			}
+			restartAfterKill(t, bin, env...)
+		})
+	}
+}
+
+func restartAfterKill(t *testing.T, bin string, extraEnv ...string) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "servers.json")
 	writeServers(t, file, nil)
-	env := []string{"MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + filepath.Join(dir, "data"), "MCP_SERVER_CONFIG=" + file,
-		"MCP_SERVER_ADMIN_TOKEN=" + adminToken, "MCP_SERVER_LOG_FORMAT=json"}
+	env := append([]string{"MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + filepath.Join(dir, "data"), "MCP_SERVER_CONFIG=" + file,
+		"MCP_SERVER_ADMIN_TOKEN=" + adminToken, "MCP_SERVER_LOG_FORMAT=json"}, extraEnv...)
 
 	first := startBinary(t, bin, env...)
 	api := newAPI(t, first.url, adminToken)
@@ -120,20 +141,10 @@ func TestRestartAfterKill(t *testing.T) {
 	gone := api.createToken("keep1", "revoked")
 	api.must(http.StatusOK, "DELETE", "/api/v1/projects/keep1/tokens/"+gone.ID, nil, nil)
 
-	c1, _ := openMCP(t, first.url+"/projects/keep1/mcp", tok1)
-	c2, _ := openMCP(t, first.url+"/projects/keep2/mcp", tok2)
-	callText(t, c1, "echo", map[string]any{"text": "before the kill"})
-	callText(t, c1, "prod_echo", map[string]any{"text": "from the product"})
-	pids := []string{callText(t, c1, "pid", nil), callText(t, c1, "prod_pid", nil), callText(t, c2, "pid", nil)}
-	t.Cleanup(func() { killLeftovers(pids) })
-	api.waitCalls("keep1", "", 4)
-	api.waitCalls("keep2", "", 1)
-
 	// What the API says before the kill, to compare after the restart.
 	paths := []string{"/api/v1/projects", "/api/v1/projects/keep1", "/api/v1/projects/keep2",
 		"/api/v1/projects/keep1/secrets", "/api/v1/projects/keep2/secrets",
-		"/api/v1/projects/keep1/tokens", "/api/v1/projects/keep2/tokens",
-		"/api/v1/projects/keep1/tool-calls", "/api/v1/projects/keep2/tool-calls"}
+		"/api/v1/projects/keep1/tokens", "/api/v1/projects/keep2/tokens"}
 	before := map[string]string{}
 	for _, p := range paths {
 		before[p] = string(api.must(http.StatusOK, "GET", p, nil, nil))
@@ -143,6 +154,35 @@ func TestRestartAfterKill(t *testing.T) {
 		t.Fatalf("servers before the kill: %+v %+v", servers1, servers2)
 	}
 
+	// Calls, each told apart by its tool and text; the kill follows the
+	// last response at once.
+	c1, _ := openMCP(t, first.url+"/projects/keep1/mcp", tok1)
+	c2, _ := openMCP(t, first.url+"/projects/keep2/mcp", tok2)
+	answered := map[string]map[string]int{"keep1": {}, "keep2": {}}
+	call := func(project string, cs *mcp.ClientSession, tool, text string) string {
+		var args map[string]any
+		if text != "" {
+			args = map[string]any{"text": text}
+		}
+		out := callText(t, cs, tool, args)
+		answered[project][tool+" "+text]++
+		return out
+	}
+	call("keep1", c1, "echo", "before the kill")
+	call("keep1", c1, "prod_echo", "from the product")
+	pids := []string{call("keep1", c1, "pid", ""), call("keep1", c1, "prod_pid", ""), call("keep2", c2, "pid", "")}
+	t.Cleanup(func() { killLeftovers(pids) })
+	for i := range 30 {
+		text := fmt.Sprint("burst ", i)
+		switch i % 3 {
+		case 0:
+			call("keep1", c1, "echo", text)
+		case 1:
+			call("keep1", c1, "prod_echo", text)
+		default:
+			call("keep2", c2, "echo", text)
+		}
+	}
 	first.kill(t)
 	if ws, ok := first.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("the gateway did not die of SIGKILL: %v", first.cmd.ProcessState)
@@ -160,6 +200,21 @@ func TestRestartAfterKill(t *testing.T) {
 	}
 	if got := api.listServers("keep2"); !sameRows(servers2, got) {
 		t.Errorf("keep2's servers after the restart:\n%+v\nbefore:\n%+v", got, servers2)
+	}
+	// Every answered call is on record once, as soon as the new gateway
+	// listens: the spool is replayed before it serves.
+	history := map[string][]callOut{}
+	for project, want := range answered {
+		history[project] = api.toolCalls(project, "?limit=1000").Calls
+		got := map[string]int{}
+		for _, c := range history[project] {
+			var a struct{ Text string }
+			_ = json.Unmarshal(c.Arguments, &a)
+			got[c.Tool+" "+a.Text]++
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s's tool calls after the restart, by tool and text (-answered +recorded):\n%s", project, diff)
+		}
 	}
 
 	// Tokens still authenticate, and reach their own project only.
@@ -179,11 +234,10 @@ func TestRestartAfterKill(t *testing.T) {
 	}
 	// The history goes on where it was.
 	callText(t, c1, "prod_echo", map[string]any{"text": "after the restart"})
-	calls := api.waitCalls("keep1", "", 7) // 4 before the kill, env, pid and prod_echo after
-	var old callPage
-	_ = json.Unmarshal([]byte(before["/api/v1/projects/keep1/tool-calls"]), &old)
-	if calls[0].Tool != "prod_echo" || calls[0].ID <= old.Calls[0].ID {
-		t.Errorf("newest record after the restart %+v, newest before %+v", calls[0], old.Calls[0])
+	old := history["keep1"]
+	calls := api.waitCalls("keep1", "?limit=1000", len(old)+3) // env, pid and prod_echo
+	if len(old) == 0 || calls[0].Tool != "prod_echo" || calls[0].ID <= old[0].ID {
+		t.Errorf("newest record after the restart %+v, newest before it %+v", calls[0], old)
 	}
 	if strings.Contains(first.logs.String()+second.logs.String()+api.seen.String(), value) {
 		t.Errorf("the secret value is in a log or an API response")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -123,7 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var calls *calllog.Writer
 	observers := observeAll{}
 	if cfg.CallLog {
-		calls = calllog.New(st, calllog.Options{Logger: log})
+		spoolDir := filepath.Join(cfg.DataDir, "calllog")
+		recoverSpool(ctx, log, st, spoolDir)
+		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
 	met := metrics.New()
@@ -226,6 +229,25 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *cal
 	}
 	if err := st.Close(); err != nil {
 		log.Warn("closing the store", "err", err)
+	}
+}
+
+// spoolReplayTimeout bounds replaying dead processes' spools at start.
+const spoolReplayTimeout = 30 * time.Second
+
+// recoverSpool stores the tool calls that dead processes (this one's
+// predecessor, or a replica sharing the data dir) answered but had not
+// stored yet. It runs before serving; a failure is a warning, and the
+// files wait for the next start.
+func recoverSpool(ctx context.Context, log *slog.Logger, st switchboard.Store, dir string) {
+	ctx, cancel := context.WithTimeout(ctx, spoolReplayTimeout)
+	defer cancel()
+	done, err := calllog.Recover(ctx, st, dir)
+	if done.Files > 0 || done.Skipped > 0 {
+		log.Info("tool-call records replayed from the spool of a process that died", "files", done.Files, "records", done.Records, "skipped_lines", done.Skipped)
+	}
+	if err != nil {
+		log.Warn("tool-call spool not fully replayed; the rest is kept for the next start", "dir", dir, "err", err)
 	}
 }
 

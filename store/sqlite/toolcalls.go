@@ -12,7 +12,7 @@ import (
 )
 
 // InsertToolCalls implements switchboard.ToolCallStore: one transaction,
-// one prepared statement.
+// one prepared statement, skipping records whose record_id is stored.
 func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCallRecord) error {
 	if err := schema.ValidateBatch(batch); err != nil {
 		return err
@@ -22,8 +22,9 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO kb_agent_run_tool_calls
-			(project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at)
+			VALUES (nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (record_id) DO NOTHING`)
 		if err != nil {
 			return err
 		}
@@ -33,7 +34,7 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 			if c.Arguments != nil {
 				args = string(c.Arguments)
 			}
-			if _, err := st.ExecContext(ctx, c.ProjectID, c.Session, c.Server, c.Tool, args, c.Outcome, c.Code,
+			if _, err := st.ExecContext(ctx, c.RecordID, c.ProjectID, c.Session, c.Server, c.Tool, args, c.Outcome, c.Code,
 				c.Duration.Microseconds(), us(c.StartedAt)); err != nil {
 				return err
 			}
@@ -80,7 +81,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 	}
 	limit = min(limit, switchboard.MaxToolCallLimit)
 
-	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at FROM kb_agent_run_tool_calls"
+	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, coalesce(record_id, '') FROM kb_agent_run_tool_calls"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -92,7 +93,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 		var c switchboard.ToolCallRecord
 		var arguments string
 		var dur, started int64
-		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &arguments, &c.Outcome, &c.Code, &dur, &started)
+		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &arguments, &c.Outcome, &c.Code, &dur, &started, &c.RecordID)
 		c.Arguments = []byte(arguments)
 		c.Duration = time.Duration(dur) * time.Microsecond
 		c.StartedAt = fromUS(started)

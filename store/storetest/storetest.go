@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) switchboard.Store) {
 		{"ToolCallsPaging", testToolCallsPaging},
 		{"ToolCallsErrors", testToolCallsErrors},
 		{"ToolCallsConcurrent", testToolCallsConcurrent},
+		{"ToolCallsReplay", testToolCallsReplay},
 		{"Secrets", testSecrets},
 		{"Tokens", testTokens},
 		{"CloseTwice", testCloseTwice},
@@ -768,6 +770,10 @@ func testToolCallsErrors(t *testing.T, s switchboard.Store) {
 		"arguments garbage": func(c *switchboard.ToolCallRecord) { c.Arguments = json.RawMessage(`{"a":`) },
 		"arguments latin-1": func(c *switchboard.ToolCallRecord) { c.Arguments = json.RawMessage("{\"a\":\"caf\xe9\"}") },
 		"tool with NUL":     func(c *switchboard.ToolCallRecord) { c.Tool = "read\x00" },
+		"record id too long": func(c *switchboard.ToolCallRecord) {
+			c.RecordID = strings.Repeat("a", switchboard.MaxRecordIDLen+1)
+		},
+		"record id with NUL": func(c *switchboard.ToolCallRecord) { c.RecordID = "r\x00" },
 	} {
 		bad := call("p", "fs", "read", now)
 		mutate(&bad)
@@ -832,6 +838,36 @@ func testToolCallsConcurrent(t *testing.T, s switchboard.Store) {
 	if len(got) != writers*batches*size || len(sessions) != len(got) || len(ids) != len(got) {
 		t.Errorf("after concurrent inserts: %d records, %d distinct sessions, %d distinct IDs; want %d of each",
 			len(got), len(sessions), len(ids), writers*batches*size)
+	}
+}
+
+// testToolCallsReplay: the call log replays its crash spool, which may
+// hold records already stored; a RecordID is stored once however often
+// it comes, while records without one are all kept.
+func testToolCallsReplay(t *testing.T, s switchboard.Store) {
+	base := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	var batch []switchboard.ToolCallRecord
+	for i := range 5 {
+		c := call("p", "fs", fmt.Sprint("t", i), base.Add(time.Duration(i)*time.Second))
+		c.RecordID = fmt.Sprintf("%032x", i)
+		batch = append(batch, c)
+	}
+	check(t, s.InsertToolCalls(ctx(t), batch))
+	check(t, s.InsertToolCalls(ctx(t), batch))
+	// A batch overlapping the stored records, with a repeat of its own.
+	extra := call("p", "fs", "t5", base.Add(5*time.Second))
+	extra.RecordID = fmt.Sprintf("%032x", 5)
+	check(t, s.InsertToolCalls(ctx(t), []switchboard.ToolCallRecord{batch[4], extra, batch[0], extra}))
+	anon := call("p", "fs", "anon", base.Add(6*time.Second))
+	check(t, s.InsertToolCalls(ctx(t), []switchboard.ToolCallRecord{anon, anon}))
+
+	want := []switchboard.ToolCallRecord{anon, anon, extra}
+	for i := range slices.Backward(batch) {
+		want = append(want, batch[i])
+	}
+	got := listAll(t, s, switchboard.ToolCallFilter{ProjectID: "p"})
+	if diff := cmp.Diff(want, got, assigned, jsonEqual); diff != "" {
+		t.Errorf("after replays (-want +got):\n%s", diff)
 	}
 }
 

@@ -1,0 +1,336 @@
+package calllog
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// The spool makes a record survive the death of the process between the
+// call's answer and the batched insert: ObserveCall appends it to a file
+// with one write(2) before the response is sent. The kernel keeps the
+// bytes once write returns, so kill -9 loses nothing; a machine crash
+// may, as there is no fsync per record.
+//
+// Each Writer owns one file, spool-<random>.jsonl, and holds an exclusive
+// flock on it for as long as it lives, so replicas can share a data
+// directory: a file whose lock can be taken belongs to a dead process,
+// and Recover replays it. The file is emptied whenever every record in it
+// is settled (stored, or counted as dropped); under load that never lets
+// the queue run dry it rotates past a size limit, and an old file is
+// deleted once its last record is settled.
+
+// spoolPattern matches spool files; the random part keeps replicas apart.
+const spoolPattern = "spool-*.jsonl"
+
+// spool is a Writer's own spool file, and the older ones it rotated away
+// from that still hold unsettled records.
+type spool struct {
+	dir      string
+	maxBytes int64
+
+	mu     sync.Mutex
+	cur    *segment
+	closed bool
+}
+
+// segment is one spool file.
+type segment struct {
+	f       *os.File
+	path    string
+	size    int64 // bytes written since the last truncation
+	pending int   // records written and not yet settled
+}
+
+// spoolLine is a record as the spool holds it. Arguments are a string so
+// the replayed bytes are the logged ones (a RawMessage would be
+// compacted); the duration keeps its nanoseconds.
+type spoolLine struct {
+	RecordID  string    `json:"record_id"`
+	ProjectID string    `json:"project"`
+	Session   string    `json:"session,omitempty"`
+	Server    string    `json:"server,omitempty"`
+	Tool      string    `json:"tool,omitempty"`
+	Arguments *string   `json:"arguments,omitempty"`
+	Outcome   string    `json:"outcome"`
+	Code      int       `json:"code,omitempty"`
+	Duration  int64     `json:"duration_ns"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+func encodeLine(rec switchboard.ToolCallRecord) ([]byte, error) {
+	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool,
+		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt}
+	if rec.Arguments != nil {
+		a := string(rec.Arguments)
+		l.Arguments = &a
+	}
+	b, err := json.Marshal(l)
+	return append(b, '\n'), err
+}
+
+func decodeLine(b []byte) (switchboard.ToolCallRecord, error) {
+	var l spoolLine
+	if err := json.Unmarshal(b, &l); err != nil {
+		return switchboard.ToolCallRecord{}, err
+	}
+	rec := switchboard.ToolCallRecord{RecordID: l.RecordID, ProjectID: l.ProjectID, Session: l.Session, Server: l.Server, Tool: l.Tool,
+		Outcome: l.Outcome, Code: l.Code, Duration: time.Duration(l.Duration), StartedAt: l.StartedAt}
+	if l.Arguments != nil {
+		rec.Arguments = json.RawMessage(*l.Arguments)
+	}
+	if rec.RecordID == "" {
+		return rec, errors.New("no record id")
+	}
+	return rec, rec.Validate()
+}
+
+func openSpool(dir string, maxBytes int64) (*spool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	seg, err := newSegment(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &spool{dir: dir, maxBytes: maxBytes, cur: seg}, nil
+}
+
+// newSegment creates a spool file and locks it. Between the create and
+// the lock, a starting replica's Recover may take the empty file for a
+// dead process's and delete it; then the lock fails, or succeeds on a
+// file no longer in the directory, and a new name is tried.
+func newSegment(dir string) (*segment, error) {
+	for range 5 {
+		p := filepath.Join(dir, "spool-"+randomHex(8)+".jsonl")
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				continue
+			}
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		if linked(f, p) {
+			return &segment{f: f, path: p}, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("spool files in %s keep being taken by another process", dir)
+}
+
+// linked reports whether path still names f's file.
+func linked(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// errSpoolClosed is append's answer after close.
+var errSpoolClosed = errors.New("spool closed")
+
+// append writes line with one write(2) and returns the segment that now
+// holds it, to be settled later. A failed write leaves no partial line
+// behind for the next one to join.
+func (s *spool) append(line []byte) (*segment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errSpoolClosed
+	}
+	if s.cur.size > 0 && s.cur.size+int64(len(line)) > s.maxBytes {
+		// Rare (the queue has not run dry for maxBytes of records), so
+		// the few syscalls are paid on a call. On failure the old file
+		// just grows.
+		if next, err := newSegment(s.dir); err == nil {
+			old := s.cur
+			s.cur = next
+			if old.pending == 0 {
+				s.retire(old)
+			}
+		}
+	}
+	seg := s.cur
+	n, err := seg.f.Write(line)
+	if err != nil {
+		if n > 0 {
+			_ = seg.f.Truncate(seg.size)
+		}
+		return nil, err
+	}
+	seg.size += int64(n)
+	seg.pending++
+	return seg, nil
+}
+
+// settle marks the records of batch as stored or dropped: a file whose
+// records are all settled is emptied (the current one) or deleted.
+func (s *spool) settle(batch []queued) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, q := range batch {
+		seg := q.seg
+		if seg == nil {
+			continue
+		}
+		if seg.pending--; seg.pending > 0 {
+			continue
+		}
+		switch {
+		case seg != s.cur:
+			errs = append(errs, s.retire(seg))
+		case seg.size > 0 && !s.closed:
+			// O_APPEND: the next write lands at the new end, 0.
+			if err := seg.f.Truncate(0); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			seg.size = 0
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retire deletes a settled file, then lets go of its lock.
+func (s *spool) retire(seg *segment) error {
+	err := os.Remove(seg.path)
+	return errors.Join(err, seg.f.Close())
+}
+
+// close deletes the current file when every record in it is settled and
+// keeps it for Recover otherwise (Close gave up before the last flush).
+// Either way the lock goes.
+func (s *spool) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.cur.pending == 0 {
+		return s.retire(s.cur)
+	}
+	return s.cur.f.Close()
+}
+
+// Replayed counts what Recover did.
+type Replayed struct {
+	Files   int // spool files of dead processes replayed and deleted
+	Records int // records sent to the store (some may have been there already)
+	Skipped int // torn or unreadable lines
+}
+
+// replayBatch is the size of Recover's inserts.
+const replayBatch = 256
+
+// Recover replays into st the spool files in dir that belong to no live
+// process (their lock can be taken): every complete line, as records the
+// store keeps once however often they come, so a record stored before the
+// crash is not doubled. A torn last line (the process died inside the
+// write) is skipped and counted. A replayed file is deleted. If the store
+// fails, Recover stops and returns its error with what it did so far; the
+// files left are replayed by the next Recover. A missing dir is not an
+// error.
+func Recover(ctx context.Context, st Inserter, dir string) (Replayed, error) {
+	var done Replayed
+	paths, err := filepath.Glob(filepath.Join(dir, spoolPattern))
+	if err != nil {
+		return done, err
+	}
+	var errs []error
+	for _, p := range paths {
+		n, skipped, err := replayFile(ctx, st, p)
+		done.Skipped += skipped
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spool %s: %w", p, err))
+			if errors.Is(err, errStore) {
+				break
+			}
+			continue
+		}
+		if n >= 0 {
+			done.Files++
+			done.Records += n
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// errStore marks a replay that failed in the store, not in the file.
+var errStore = errors.New("store")
+
+// replayFile replays one spool file if no process holds it; n is -1 when
+// one does.
+func replayFile(ctx context.Context, st Inserter, path string) (n, skipped int, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return -1, 0, nil // replayed by another process meanwhile
+	}
+	if err != nil {
+		return -1, 0, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return -1, 0, nil // a live process's
+		}
+		return -1, 0, err
+	}
+	if !linked(f, path) {
+		return -1, 0, nil // another process replayed and deleted it first
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return -1, 0, err
+	}
+	var batch []switchboard.ToolCallRecord
+	for len(data) > 0 {
+		line, rest, complete := bytes.Cut(data, []byte("\n"))
+		data = rest
+		if !complete {
+			skipped++ // torn: the process died inside the write
+			break
+		}
+		rec, err := decodeLine(line)
+		if err != nil {
+			skipped++
+			continue
+		}
+		batch = append(batch, rec)
+	}
+	for b := range slices.Chunk(batch, replayBatch) {
+		if err := st.InsertToolCalls(ctx, b); err != nil {
+			return -1, skipped, fmt.Errorf("%w: %w", errStore, err)
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		return -1, skipped, err
+	}
+	return len(batch), skipped, nil
+}
