@@ -25,8 +25,12 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 		return switchboard.Project{}, err
 	}
 	t := schema.Now()
+	// Tool-call records of an earlier project of this id that arrived
+	// after its deletion (a batch in flight, a spool replayed) go with
+	// the creation, in the same statement: a failed create purges nothing.
 	out, err := scanProject(s.pool.QueryRow(ctx,
-		"INSERT INTO kb.projects ("+projectCols+") VALUES ($1, $2, $3, $3) RETURNING "+projectCols,
+		"WITH purge AS (DELETE FROM kb.agent_run_tool_calls WHERE project_id = $1) "+
+			"INSERT INTO kb.projects ("+projectCols+") VALUES ($1, $2, $3, $3) RETURNING "+projectCols,
 		p.ID, p.Description, t))
 	if isCode(err, uniqueViolation) {
 		return switchboard.Project{}, schema.ProjectExists(p.ID)

@@ -45,9 +45,20 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 		return switchboard.Project{}, err
 	}
 	t := us(schema.Now())
-	out, err := scanProject(s.w.QueryRowContext(ctx,
-		"INSERT INTO kb_projects ("+projectCols+") VALUES (?, ?, ?, ?) RETURNING "+projectCols,
-		p.ID, p.Description, t, t))
+	// Tool-call records of an earlier project of this id that arrived
+	// after its deletion (a batch in flight, a spool replayed) go with
+	// the creation, in one transaction: a failed create purges nothing.
+	var out switchboard.Project
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM kb_agent_run_tool_calls WHERE project_id = ?", p.ID); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanProject(tx.QueryRowContext(ctx,
+			"INSERT INTO kb_projects ("+projectCols+") VALUES (?, ?, ?, ?) RETURNING "+projectCols,
+			p.ID, p.Description, t, t))
+		return err
+	})
 	if isCode(err, sqliteUnique) || isCode(err, sqlitePrimaryKey) {
 		return switchboard.Project{}, schema.ProjectExists(p.ID)
 	}

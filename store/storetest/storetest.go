@@ -186,6 +186,13 @@ func testDeleteProjectCascades(t *testing.T, s switchboard.Store) {
 		check(t, s.InsertToolCalls(ctx(t), []switchboard.ToolCallRecord{call(p, "fs", "read", time.Now())}))
 	}
 	check(t, s.DeleteProject(ctx(t), "gone"))
+	// A record of the deleted project that lands afterwards (a batch in
+	// flight, a replayed spool) must not show in a project re-created
+	// under its id.
+	check(t, s.InsertToolCalls(ctx(t), []switchboard.ToolCallRecord{call("gone", "fs", "late", time.Now())}))
+	if _, err := s.CreateProject(ctx(t), switchboard.Project{ID: "kept"}); !errors.Is(err, switchboard.ErrConflict) {
+		t.Fatalf("CreateProject of an existing id: %v, want ErrConflict", err)
+	}
 
 	createProject(t, s, "gone") // so listings answer instead of ErrNotFound
 	if got := must(s.ListServers(ctx(t), "gone"))(t); len(got) != 0 {
