@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -411,6 +412,9 @@ func TestHostileInput(t *testing.T) {
 		{name: "tools/call with id null", body: `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, status: 400, code: -32600},
 		{name: "notification with id null", body: `{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`, status: 400, code: -32600},
 		{name: "unsolicited response", body: `{"jsonrpc":"2.0","id":99,"result":{"x":1}}`, status: 400},
+		{name: "X-Request-Id forging a log line", body: list, header: http.Header{"X-Request-Id": {"x level=ERROR msg=forged"}}, status: 200, check: requestID(regexp.MustCompile(`^[0-9a-f]{16}$`))},
+		{name: "X-Request-Id of 65 bytes", body: list, header: http.Header{"X-Request-Id": {strings.Repeat("r", 65)}}, status: 200, check: requestID(regexp.MustCompile(`^[0-9a-f]{16}$`))},
+		{name: "X-Request-Id plain, echoed", body: list, header: http.Header{"X-Request-Id": {"trace-42.a_b"}}, status: 200, check: requestID(regexp.MustCompile(`^trace-42\.a_b$`))},
 		{name: "initialize as a notification", body: `{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, noSession: true, status: 400, code: -32600, check: noSessionIssued},
 		{name: "initialize with params a string", body: js("initialize", `"x"`), noSession: true, status: 200, code: -32600, id: `1`, check: noSessionIssued},
 		{name: "initialize with params an array", body: js("initialize", `[]`), noSession: true, status: 200, code: -32600, id: `1`, check: noSessionIssued},
@@ -580,6 +584,17 @@ func TestHostileInput(t *testing.T) {
 }
 
 // noSessionIssued: a failed initialize must not hand out (or keep) a session.
+// requestID checks the X-Request-Id the gateway answered with: the
+// client's only when it is plain, else one of its own.
+func requestID(want *regexp.Regexp) func(*testing.T, *rpcReply) {
+	return func(t *testing.T, rep *rpcReply) {
+		t.Helper()
+		if got := rep.Header.Get("X-Request-Id"); !want.MatchString(got) {
+			t.Errorf("X-Request-Id %q, want %s", got, want)
+		}
+	}
+}
+
 func noSessionIssued(t *testing.T, rep *rpcReply) {
 	t.Helper()
 	if id := rep.Header.Get("Mcp-Session-Id"); id != "" {
