@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -28,8 +29,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
@@ -230,12 +233,21 @@ func TestSoak(t *testing.T) {
 	logs := &tail{max: 256 << 10}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	states := newStateLog()
+	// The call log on the embedded store, spool included, as run wires
+	// it: every answered tool call must be on record afterwards.
+	dataDir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callLog := calllog.New(st, calllog.Options{SpoolDir: filepath.Join(dataDir, "calllog"), Logger: logger})
+	logged := 0
 	mgr := upstreams.New(upstreams.Options{
 		Version: "soak", CallTimeout: callTimeout, ConnectTimeout: 5 * time.Second, StopTimeout: time.Second,
 		BreakerFailures: 3, BreakerCooldown: 500 * time.Millisecond, ReconnectMin: 20 * time.Millisecond,
 		ReconnectMax: 500 * time.Millisecond, Logger: logger, OnState: states.record,
 	})
-	edge := server.New(mgr, server.Options{Version: "soak", Heartbeat: time.Second, Logger: logger})
+	edge := server.New(mgr, server.Options{Version: "soak", Project: "soak", Heartbeat: time.Second, Logger: logger, Observer: callLog})
 	mgr.OnToolsChanged(edge.ToolsChanged)
 	mgr.Apply(context.Background(), specs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -265,6 +277,11 @@ func TestSoak(t *testing.T) {
 		if err := mgr.Close(ctx); err != nil {
 			t.Errorf("upstreams did not stop within %s: %v", shutdownTimeout, err)
 		}
+		if err := callLog.Close(ctx); err != nil {
+			t.Errorf("call log did not flush within %s: %v", shutdownTimeout, err)
+		}
+		logged = countCalls(t, st)
+		_ = st.Close()
 		if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("serve: %v", err)
 		}
@@ -508,6 +525,16 @@ func TestSoak(t *testing.T) {
 	b.WriteString(" (first good echo after the chaos stopped)\n")
 	fmt.Fprintf(&b, "http probes  %d ok, %d failed, slowest %s\n", probesOK.Load(), probesFailed.Load(), time.Duration(probeMax.Load()).Round(time.Millisecond))
 	fmt.Fprintf(&b, "shutdown     %s (edge, http server, upstreams and fixtures)\n", shutTook.Round(time.Millisecond))
+	answered := 0 // tool calls the gateway answered (not tools/list, not given up by the client)
+	for _, p := range prefixes {
+		for k, n := range total.byUpstream[p] {
+			if k != kindCancelled && k != kindHung && k != kindUnexpected {
+				answered += n
+			}
+		}
+	}
+	fmt.Fprintf(&b, "call log     %d records stored for %d answered calls (plus recovery probes), %d dropped, %d not spooled\n",
+		logged, answered, callLog.Dropped(), callLog.Unspooled())
 	leaks := "none"
 	if !after.within(base) {
 		leaks = "LEAKED"
@@ -518,6 +545,9 @@ func TestSoak(t *testing.T) {
 	fmt.Println(b.String())
 
 	// Verdicts.
+	if logged < answered || callLog.Dropped() > 0 {
+		t.Errorf("the call log holds %d records for %d answered calls (%d dropped)", logged, answered, callLog.Dropped())
+	}
 	if total.kinds[kindHung] > 0 {
 		t.Errorf("%d calls hung (no answer within %s)", total.kinds[kindHung], callTimeout+hungMargin)
 	}
@@ -683,4 +713,22 @@ func fdList() string {
 		out = append(out, e.Name()+"->"+target)
 	}
 	return strings.Join(out, " ")
+}
+
+// countCalls counts every tool-call record in st, page by page.
+func countCalls(t *testing.T, st switchboard.ToolCallStore) int {
+	n := 0
+	f := switchboard.ToolCallFilter{Limit: switchboard.MaxToolCallLimit}
+	for {
+		page, err := st.ListToolCalls(context.Background(), f)
+		if err != nil {
+			t.Errorf("reading the call log: %v", err)
+			return n
+		}
+		n += len(page.Calls)
+		if page.Next == "" {
+			return n
+		}
+		f.Cursor = page.Next
+	}
 }
