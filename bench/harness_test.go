@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,8 +23,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
@@ -50,19 +54,43 @@ func fixtureSpec(name string, extraTools int) (switchboard.ServerSpec, error) {
 	return switchboard.ServerSpec{Name: name, Transport: switchboard.TransportStdio, Command: exe, Env: env}, nil
 }
 
-// gateway is the switchboard gateway wired in-process exactly as
-// cmd/switchboard/run.go does, listening on 127.0.0.1:0.
+// gateway is the switchboard gateway wired in-process as
+// cmd/switchboard/run.go does by default (metrics, and the call log on the
+// embedded store with its crash spool), listening on 127.0.0.1:0.
 type gateway struct {
-	URL  string // the /mcp endpoint
-	Base string // http://host:port
-	mgr  *upstreams.Manager
-	edge *server.Server
-	srv  *http.Server
+	URL     string // the /mcp endpoint
+	Base    string // http://host:port
+	mgr     *upstreams.Manager
+	edge    *server.Server
+	srv     *http.Server
+	calls   *calllog.Writer
+	store   *sqlite.Store
+	dataDir string
+}
+
+// observers fans a call out to the metrics and the call log, as run does.
+type observers []server.Observer
+
+func (o observers) ObserveCall(rec switchboard.ToolCallRecord) {
+	for _, x := range o {
+		x.ObserveCall(rec)
+	}
 }
 
 func startGateway(specs []switchboard.ServerSpec) (*gateway, error) {
-	mgr := upstreams.New(upstreams.Options{Version: "bench"})
-	edge := server.New(mgr, server.Options{Version: "bench"})
+	dataDir, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(context.Background(), dataDir)
+	if err != nil {
+		_ = os.RemoveAll(dataDir)
+		return nil, err
+	}
+	calls := calllog.New(st, calllog.Options{SpoolDir: filepath.Join(dataDir, "calllog")})
+	met := metrics.New()
+	mgr := upstreams.New(upstreams.Options{Version: "bench", OnState: func(server string, s switchboard.ServerState) { met.SetState("default", server, s) }})
+	edge := server.New(mgr, server.Options{Version: "bench", Project: "default", Observer: observers{calls, met}, Metrics: met.Handler()})
 	mgr.OnToolsChanged(edge.ToolsChanged)
 	mgr.Apply(context.Background(), specs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,13 +99,16 @@ func startGateway(specs []switchboard.ServerSpec) (*gateway, error) {
 		defer cancel()
 		_ = edge.Shutdown(ctx)
 		_ = mgr.Close(ctx)
+		_ = calls.Close(ctx)
+		_ = st.Close()
+		_ = os.RemoveAll(dataDir)
 		return nil, err
 	}
 	srv := &http.Server{Handler: edge.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
-	return &gateway{URL: base + "/mcp", Base: base, mgr: mgr, edge: edge, srv: srv}, nil
+	return &gateway{URL: base + "/mcp", Base: base, mgr: mgr, edge: edge, srv: srv, calls: calls, store: st, dataDir: dataDir}, nil
 }
 
 // Close shuts the gateway down in run.go's order and stops its children.
@@ -89,6 +120,9 @@ func (g *gateway) Close() {
 		_ = g.srv.Close()
 	}
 	_ = g.mgr.Close(ctx)
+	_ = g.calls.Close(ctx)
+	_ = g.store.Close()
+	_ = os.RemoveAll(g.dataDir)
 }
 
 // notReady lists upstreams that are not ready, for error messages.
