@@ -1,9 +1,11 @@
 package upstreams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -104,18 +106,41 @@ func countBig(b []byte) int {
 
 // sessionGate forwards to a streamable HTTP handler but, once forget has
 // been called, answers 404 for every session seen so far, like a server
-// that restarted and lost its sessions.
+// that restarted and lost its sessions. With forgetOnCall set, it answers
+// 404 to every tools/call, like a server that loses the session each time.
 type sessionGate struct {
-	h         http.Handler
-	mu        sync.Mutex
-	seen      map[string]bool
-	forgotten map[string]bool
+	h            http.Handler
+	forgetOnCall atomic.Bool
+	toolCalls    atomic.Int32 // tools/call requests received
+	mu           sync.Mutex
+	seen         map[string]bool
+	forgotten    map[string]bool
+}
+
+func newSessionGate(h http.Handler) *sessionGate {
+	return &sessionGate{h: h, seen: map[string]bool{}, forgotten: map[string]bool{}}
 }
 
 func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("Mcp-Session-Id")
+	isCall := false
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			Method string `json:"method"`
+		}
+		isCall = json.Unmarshal(body, &m) == nil && m.Method == "tools/call"
+	}
+	if isCall {
+		g.toolCalls.Add(1)
+	}
 	g.mu.Lock()
-	gone := g.forgotten[id]
+	gone := g.forgotten[id] || isCall && id != "" && g.forgetOnCall.Load()
 	if id != "" {
 		g.seen[id] = true
 	}
@@ -141,10 +166,11 @@ func (g *sessionGate) sessions() int {
 	return len(g.seen)
 }
 
-// TestStreamable: a streamable HTTP upstream works, and a lost session
-// fails one call and is re-initialized on the next.
+// TestStreamable: a streamable HTTP upstream works, and when the server
+// forgets the session (404), the call that finds out re-initializes and
+// is sent again: it succeeds.
 func TestStreamable(t *testing.T) {
-	gate := &sessionGate{h: mcptest.StreamableHandler(mcptest.Options{Name: "http"}), seen: map[string]bool{}, forgotten: map[string]bool{}}
+	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
 	ts := httptest.NewServer(gate)
 	t.Cleanup(ts.Close)
 
@@ -175,18 +201,53 @@ func TestStreamable(t *testing.T) {
 	}
 
 	gate.forget()
-	_, err = h.call("echo", `{"text":"x"}`)
-	if !errors.Is(err, switchboard.ErrUnavailable) {
-		t.Fatalf("call on a forgotten session: err = %v, want ErrUnavailable", err)
-	}
+	calls := gate.toolCalls.Load()
 	if got := h.text("echo", `{"text":"new session"}`); got != "new session" {
-		t.Fatalf("echo after re-initialize = %q", got)
+		t.Fatalf("first call after the server forgot the session = %q", got)
+	}
+	if n := gate.toolCalls.Load() - calls; n != 2 {
+		t.Errorf("the server got the call %d times, want 2 (404, then on the new session)", n)
 	}
 	if n := gate.sessions(); n != 2 {
 		t.Errorf("%d sessions after the restart, want 2", n)
 	}
 	if st := h.status("http"); st.State != switchboard.StateReady {
 		t.Errorf("state = %q, want ready", st.State)
+	}
+	if got := h.text("echo", `{"text":"again"}`); got != "again" {
+		t.Fatalf("echo on the new session = %q", got)
+	}
+	if n := countState(h.statesOf("http"), switchboard.StateConnecting); n != 2 {
+		t.Errorf("connected %d times, want 2", n)
+	}
+}
+
+// TestStreamableSessionRetryOnce: a call that meets a forgotten session is
+// sent again once only; when the new session is forgotten too, the call
+// fails with ErrUnavailable.
+func TestStreamableSessionRetryOnce(t *testing.T) {
+	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
+	ts := httptest.NewServer(gate)
+	t.Cleanup(ts.Close)
+	h := newHarness(t, testOptions())
+	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
+	h.tools()
+
+	gate.forgetOnCall.Store(true)
+	_, err := h.call("echo", `{"text":"x"}`)
+	if !errors.Is(err, switchboard.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if n := gate.toolCalls.Load(); n != 2 {
+		t.Errorf("the server got the call %d times, want 2 (the call and one retry)", n)
+	}
+	if n := gate.sessions(); n != 2 {
+		t.Errorf("%d sessions, want 2 (one re-initialize)", n)
+	}
+
+	gate.forgetOnCall.Store(false)
+	if got := h.text("echo", `{"text":"back"}`); got != "back" {
+		t.Fatalf("echo once the server keeps sessions = %q", got)
 	}
 }
 

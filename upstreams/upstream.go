@@ -562,6 +562,16 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	params = append(params, '}')
 	res, err := c.call(ctx, "tools/call", json.RawMessage(params))
+	if errors.Is(err, errSessionLost) {
+		// A streamable server that restarted forgot our session and never
+		// ran the call: re-initialize (through the breaker) and send it
+		// again. Once only, so a server that forgets every session cannot
+		// keep the caller looping.
+		u.log.Info("upstream forgot the session; re-initializing and sending the call again", "tool", name)
+		if c, err = u.ensure(ctx); err == nil {
+			res, err = c.call(ctx, "tools/call", json.RawMessage(params))
+		}
+	}
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
 	}
