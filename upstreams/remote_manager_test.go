@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
@@ -43,7 +45,7 @@ func TestSSE(t *testing.T) {
 
 	opts := testOptions()
 	// Every failed reconnect counts as a breaker failure; this test is
-	// about reconnecting, not the breaker.
+	// about reconnecting, TestSSEBreaker about the breaker.
 	opts.BreakerFailures = 1 << 20
 	h := newHarness(t, opts)
 	h.apply(switchboard.ServerSpec{Name: "sse", Transport: switchboard.TransportSSE, URL: ts.URL})
@@ -92,6 +94,109 @@ func TestSSE(t *testing.T) {
 	if got := h.text("echo", `{"text":"again"}`); got != "again" {
 		t.Fatalf("echo after reconnect = %q", got)
 	}
+}
+
+// TestSSEBreaker: failed reconnects of a lost SSE stream open the breaker
+// like any connect failures; calls then fail at once, and the one retry
+// comes when the cooldown ends, not a backoff step later.
+func TestSSEBreaker(t *testing.T) {
+	const cooldown = 300 * time.Millisecond
+	start := func(t *testing.T, failures uint32, reconnectMin, reconnectMax time.Duration) (*harness, *outage, *httptest.Server) {
+		gate := &outage{h: mcptest.SSEHandler(mcptest.Options{Name: "sse"})}
+		ts := httptest.NewServer(gate)
+		t.Cleanup(ts.Close)
+		opts := testOptions()
+		opts.BreakerFailures, opts.BreakerCooldown = failures, cooldown
+		opts.ReconnectMin, opts.ReconnectMax = reconnectMin, reconnectMax
+		h := newHarness(t, opts)
+		h.apply(switchboard.ServerSpec{Name: "sse", Transport: switchboard.TransportSSE, URL: ts.URL})
+		h.tools()
+		h.waitState("sse", switchboard.StateReady)
+		return h, gate, ts
+	}
+	breakerState := func(h *harness) gobreaker.State {
+		h.m.mu.Lock()
+		u := h.m.byName["sse"]
+		h.m.mu.Unlock()
+		return u.breaker.State()
+	}
+
+	t.Run("retry when the cooldown ends", func(t *testing.T) {
+		// The production backoff (250ms doubling): after the third failed
+		// reconnect its next step (2s) is far longer than the cooldown.
+		h, gate, ts := start(t, 3, 250*time.Millisecond, 30*time.Second)
+		mark := h.mark()
+		gate.down.Store(true)
+		ts.CloseClientConnections()
+		h.waitFor("the breaker to open", func() bool { return h.sawSince(mark, "sse", switchboard.StateUnavailable) })
+		opened := time.Now()
+		if st := breakerState(h); st != gobreaker.StateOpen {
+			t.Fatalf("server unavailable with the breaker %s", st)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := h.m.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil, nil)
+		blocked := ctx.Err() != nil
+		cancel()
+		if blocked || !errors.Is(err, switchboard.ErrUnavailable) {
+			t.Fatalf("call with the breaker open: err = %v (blocked %v), want ErrUnavailable at once", err, blocked)
+		}
+
+		mark = h.mark()
+		gate.down.Store(false)
+		h.waitFor("sse to reconnect", func() bool {
+			return h.sawSince(mark, "sse", switchboard.StateReady) && h.status("sse").State == switchboard.StateReady
+		})
+		// Generous for a loaded machine, yet well below the backoff step
+		// (2s) a loop blind to the cooldown would wait.
+		if d, limit := time.Since(opened), cooldown+time.Second; d > limit {
+			t.Errorf("ready again %s after the breaker opened; want within the cooldown (%s) plus a margin (%s)", d, cooldown, limit)
+		}
+		if st := breakerState(h); st != gobreaker.StateClosed {
+			t.Errorf("breaker %s after a successful reconnect, want closed", st)
+		}
+		if got := h.text("echo", `{"text":"back"}`); got != "back" {
+			t.Fatalf("echo after reconnect = %q", got)
+		}
+	})
+
+	t.Run("status names the cause once", func(t *testing.T) {
+		// Backoff steps far below the cooldown: a loop that kept knocking
+		// on the open breaker would rewrite the status on every step.
+		h, gate, ts := start(t, 1, 5*time.Millisecond, 20*time.Millisecond)
+		mark := h.mark()
+		gate.down.Store(true)
+		ts.CloseClientConnections()
+		worst, text := 0, ""
+		h.waitFor("a failed half-open retry", func() bool {
+			st := h.status("sse")
+			if n := strings.Count(st.LastError, sseLost); n > worst {
+				worst, text = n, st.LastError
+			}
+			n := 0
+			for _, e := range h.eventsSnapshot()[mark:] {
+				if e.Server == "sse" && e.State == switchboard.StateUnavailable {
+					n++
+				}
+			}
+			return n >= 2
+		})
+		if worst > 1 {
+			t.Errorf("status repeats %q %d times: %q", sseLost, worst, text)
+		}
+		if st := h.status("sse"); !strings.HasPrefix(st.LastError, sseLost+`server "sse": cannot connect`) {
+			t.Errorf("LastError = %q, want %q and the cause", st.LastError, sseLost)
+		}
+
+		mark = h.mark()
+		gate.down.Store(false)
+		h.waitFor("sse to reconnect", func() bool {
+			return h.sawSince(mark, "sse", switchboard.StateReady) && h.status("sse").State == switchboard.StateReady
+		})
+		if st := h.status("sse"); st.LastError != "" {
+			t.Errorf("LastError after reconnect = %q, want none", st.LastError)
+		}
+	})
 }
 
 func countBig(b []byte) int {

@@ -39,6 +39,9 @@ type upstream struct {
 	wg     sync.WaitGroup
 
 	breaker *gobreaker.CircuitBreaker[conn]
+	// openUntil is when the breaker's cooldown ends (Unix nanoseconds),
+	// set each time it opens; never earlier than gobreaker's own expiry.
+	openUntil atomic.Int64
 
 	// calls is held shared by every call in flight; close takes it
 	// exclusively, so a reload or shutdown lets them finish (each is
@@ -93,6 +96,9 @@ func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
 		Timeout:     m.opts.BreakerCooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= m.opts.BreakerFailures },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				u.openUntil.Store(time.Now().Add(m.opts.BreakerCooldown).UnixNano())
+			}
 			u.log.Warn("circuit breaker", "from", from.String(), "to", to.String())
 		},
 	})
@@ -158,7 +164,13 @@ func (u *upstream) ensure(ctx context.Context) (conn, error) {
 			}
 		}
 		if u.reconnecting {
+			lastErr := strings.TrimPrefix(u.lastErr, sseLost)
+			open := u.breaker.State() == gobreaker.StateOpen
 			u.mu.Unlock()
+			if open {
+				return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is unavailable: its SSE stream was lost and %d reconnect attempts failed (last: %s); next retry within %s",
+					u.spec.Name, u.m.opts.BreakerFailures, lastErr, u.m.opts.BreakerCooldown)
+			}
 			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is reconnecting after losing its connection; try again shortly", u.spec.Name)
 		}
 		ch := u.startConnectLocked()
@@ -213,6 +225,9 @@ func (u *upstream) startConnectLocked() chan struct{} {
 			}
 			if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
 				u.lastErr = switchboard.Message(err)
+				if u.reconnecting {
+					u.lastErr = sseLost + u.lastErr
+				}
 				u.log.Warn("upstream connect failed", "err", err)
 			}
 			return
@@ -360,7 +375,7 @@ func (u *upstream) lostLocked() {
 	// upstreams reconnect on next use.
 	if u.spec.Transport == switchboard.TransportSSE && !u.closed && !u.reconnecting {
 		u.reconnecting = true
-		u.lastErr = "SSE stream lost; reconnecting"
+		u.lastErr = strings.TrimSuffix(sseLost, ": ")
 		u.wg.Go(u.reconnectLoop)
 	}
 }
@@ -383,15 +398,37 @@ func (u *upstream) watch(c conn) {
 	u.mu.Unlock()
 }
 
+// sseLost starts the status text of an SSE upstream that is reconnecting.
+const sseLost = "SSE stream lost; reconnecting: "
+
 // reconnectLoop re-establishes a lost SSE stream with exponential backoff.
 // Calls meanwhile fail at once (ensure checks reconnecting).
+//
+// Each attempt is a connect through the breaker, so an outage opens it
+// like any other run of connect failures. While it is open the loop does
+// not poll it on the backoff schedule, which could be late by up to
+// ReconnectMax: it waits exactly until the cooldown ends and then makes
+// the one half-open attempt. Success closes the breaker; failure opens it
+// for another cooldown. An outage thus costs the cooldown, not the
+// cooldown plus a backoff step.
 func (u *upstream) reconnectLoop() {
 	delay := u.m.opts.ReconnectMin
 	for {
+		wait := delay
+		if u.breaker.State() == gobreaker.StateOpen {
+			// A hair later than the cooldown's end if it is (nearly) due:
+			// gobreaker only half-opens strictly after its expiry.
+			wait = max(time.Until(time.Unix(0, u.openUntil.Load())), time.Millisecond)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-u.ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(delay):
+		case <-t.C:
+		}
+		if u.breaker.State() == gobreaker.StateOpen {
+			continue // it would only refuse; wait for the cooldown's end
 		}
 		u.mu.Lock()
 		ch := u.startConnectLocked()
@@ -407,7 +444,6 @@ func (u *upstream) reconnectLoop() {
 			}
 			return
 		}
-		u.lastErr = "SSE stream lost; reconnecting: " + u.lastErr
 		u.mu.Unlock()
 		delay = min(delay*2, u.m.opts.ReconnectMax)
 	}
