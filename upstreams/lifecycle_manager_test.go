@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 func prefixed(spec switchboard.ServerSpec, prefix string) switchboard.ServerSpec {
@@ -236,4 +238,109 @@ func TestApplyAfterClose(t *testing.T) {
 	if _, err := h.m.Call(ctx, "echo", json.RawMessage(`{}`), nil, nil); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("call on a closed manager: %v", err)
 	}
+}
+
+// stubbornScript is a stdio server that ignores SIGTERM, as does the
+// grandchild it leaves running; it writes the grandchild's pid to
+// $GRANDPID.
+const stubbornScript = `trap '' TERM
+sleep 300 </dev/null >/dev/null 2>&1 &
+echo $! > "$GRANDPID"
+read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"stubborn","version":"1"}}}'
+read -r l
+read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"stubborn","inputSchema":{"type":"object"}}]}}'
+exec sleep 300
+`
+
+// TestStopEscalatesToSIGKILL: a child that ignores SIGTERM is killed with
+// SIGKILL after the stop timeout, when a reload removes its server and on
+// Close, and nothing of its process group survives, grandchild included.
+func TestStopEscalatesToSIGKILL(t *testing.T) {
+	for _, how := range []string{"Apply", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			grandPidFile := filepath.Join(t.TempDir(), "grandchild")
+			spec := shellScript(t, "stubborn", stubbornScript, map[string]string{"GRANDPID": grandPidFile})
+			opts := testOptions()
+			opts.StopTimeout = 200 * time.Millisecond
+			h := newHarness(t, opts)
+			h.apply(spec)
+			h.tools()
+			if st := h.waitState("stubborn", switchboard.StateReady, switchboard.StateFailed); st.State != switchboard.StateReady {
+				t.Fatalf("stubborn did not start: %+v", st)
+			}
+			h.m.mu.Lock()
+			u := h.m.byName["stubborn"]
+			h.m.mu.Unlock()
+			u.mu.Lock()
+			sc := u.conn.(*stdioConn)
+			u.mu.Unlock()
+			pgid := sc.cmd.Process.Pid
+			b, err := os.ReadFile(grandPidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grandPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := groupMembers(t, pgid); !slices.Contains(got, pgid) || !slices.Contains(got, grandPid) {
+				t.Fatalf("process group %d = %v, want the child and the grandchild %d", pgid, got, grandPid)
+			}
+
+			switch how {
+			case "Apply":
+				h.apply()
+			case "Close":
+				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+				defer cancel()
+				if err := h.m.Close(ctx); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			}
+			select {
+			case <-sc.exited:
+			case <-time.After(waitTimeout):
+				t.Fatal("child never reaped")
+			}
+			if got := sc.exitStatus(); got != "signal: killed" {
+				t.Errorf("child ended with %q, want SIGKILL (it ignores SIGTERM)", got)
+			}
+			// The grandchild is not ours to reap: poll for the kernel.
+			pollUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
+		})
+	}
+}
+
+// groupMembers lists the live (not zombie) processes in process group pgid.
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	testenv.Need(t, "procfs", err == nil, "no /proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// After the parenthesised command name: state, ppid, pgrp.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

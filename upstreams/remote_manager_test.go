@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,6 +492,83 @@ func TestRemoteCallTimeout(t *testing.T) {
 			}
 			if n := countState(h.statesOf("r"), switchboard.StateConnecting); n != 1 {
 				t.Errorf("connected %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestRemoteHeaders: every request to a remote upstream carries the
+// configured headers, and none of the client's, even when the call runs
+// on the client's own request context.
+func TestRemoteHeaders(t *testing.T) {
+	configured := map[string]string{"Authorization": "Bearer upstream-token", "X-Api-Key": "key-123"}
+	const clientSecret = "client-secret-4711"
+	for _, tc := range []struct {
+		transport switchboard.Transport
+		handler   http.Handler
+	}{
+		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
+		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
+	} {
+		t.Run(string(tc.transport), func(t *testing.T) {
+			upstream := &headerLog{h: tc.handler}
+			ts := httptest.NewServer(upstream)
+			t.Cleanup(ts.Close)
+			h := newHarness(t, testOptions())
+			h.apply(switchboard.ServerSpec{Name: "r", Transport: tc.transport, URL: ts.URL, Headers: configured})
+
+			// A client request to the gateway; the call (and the lazy
+			// connect it triggers) runs on its context.
+			edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				res, err := h.m.Call(r.Context(), "echo", json.RawMessage(`{"text":"hi"}`), nil, nil)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				_, _ = w.Write(res)
+			}))
+			t.Cleanup(edge.Close)
+			req, err := http.NewRequest(http.MethodPost, edge.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+clientSecret)
+			req.Header.Set("Cookie", "session="+clientSecret)
+			req.Header.Set("X-Client-Only", clientSecret)
+			resp, err := edge.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("call through the edge: %s: %s", resp.Status, body)
+			}
+			if got := resultText(t, body); got != "hi" {
+				t.Fatalf("echo = %q", got)
+			}
+
+			reqs := upstream.requests()
+			if !slices.ContainsFunc(reqs, func(r loggedRequest) bool { return r.call }) {
+				t.Fatalf("upstream saw no tools/call among %d requests", len(reqs))
+			}
+			for i, r := range reqs {
+				hdr := r.header
+				for k, v := range configured {
+					if got := hdr.Values(k); !slices.Equal(got, []string{v}) {
+						t.Errorf("request %d: %s = %q, want [%q]", i, k, got, v)
+					}
+				}
+				for k, vs := range hdr {
+					for _, v := range vs {
+						if strings.Contains(v, clientSecret) {
+							t.Errorf("request %d: client header reached the upstream: %s: %s", i, k, v)
+						}
+					}
+				}
+				if _, ok := hdr["Cookie"]; ok {
+					t.Errorf("request %d carries a Cookie header", i)
+				}
 			}
 		})
 	}

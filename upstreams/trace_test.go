@@ -25,32 +25,48 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/otlptest"
 )
 
-// headerLog records the traceparent header of every tools/call POST an
-// HTTP upstream receives, and of every other request.
+// headerLog records the headers of every request an HTTP upstream
+// receives, telling tools/call POSTs from the rest.
 type headerLog struct {
-	h     http.Handler
-	mu    sync.Mutex
-	calls []string // traceparent of each tools/call POST
-	other []string // traceparent of every other request
+	h    http.Handler
+	mu   sync.Mutex
+	reqs []loggedRequest
+}
+
+type loggedRequest struct {
+	call   bool // a tools/call POST
+	header http.Header
 }
 
 func (l *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	l.mu.Lock()
-	if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
-		l.calls = append(l.calls, r.Header.Get("Traceparent"))
-	} else {
-		l.other = append(l.other, r.Header.Get("Traceparent"))
-	}
+	l.reqs = append(l.reqs, loggedRequest{
+		call:   r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)),
+		header: r.Header.Clone(),
+	})
 	l.mu.Unlock()
 	l.h.ServeHTTP(w, r)
 }
 
+// snapshot returns the traceparent of each tools/call POST and of every
+// other request.
 func (l *headerLog) snapshot() (calls, other []string) {
+	for _, r := range l.requests() {
+		if r.call {
+			calls = append(calls, r.header.Get("Traceparent"))
+		} else {
+			other = append(other, r.header.Get("Traceparent"))
+		}
+	}
+	return calls, other
+}
+
+func (l *headerLog) requests() []loggedRequest {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.calls...), append([]string(nil), l.other...)
+	return append([]loggedRequest(nil), l.reqs...)
 }
 
 // metaTraceparent calls the fixture's meta tool and returns the
