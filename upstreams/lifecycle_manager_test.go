@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ func prefixed(spec switchboard.ServerSpec, prefix string) switchboard.ServerSpec
 
 // TestApplyReload: unchanged servers keep their connection, a changed
 // server in use connects its replacement before the old one closes, and a
-// removed server's child is reaped before Apply returns.
+// removed (idle) server's child is reaped before Apply returns.
 func TestApplyReload(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report")
 	// The "change" server reports, when it starts, whether the process
@@ -161,14 +163,7 @@ exec "$BIN"
 		}
 	}
 	pids := []int{h.pid("one_pid"), h.pid("two_pid"), h.pid("g_pid")}
-	b, err := os.ReadFile(grandPidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grandPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	grandPid := readPid(t, grandPidFile)
 	if processGone(grandPid) {
 		t.Fatal("grandchild already gone before Close")
 	}
@@ -276,15 +271,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 			u.mu.Lock()
 			sc := u.conn.(*stdioConn)
 			u.mu.Unlock()
-			pgid := sc.cmd.Process.Pid
-			b, err := os.ReadFile(grandPidFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			grandPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			pgid, grandPid := sc.cmd.Process.Pid, readPid(t, grandPidFile)
 			if got := groupMembers(t, pgid); !slices.Contains(got, pgid) || !slices.Contains(got, grandPid) {
 				t.Fatalf("process group %d = %v, want the child and the grandchild %d", pgid, got, grandPid)
 			}
@@ -320,27 +307,109 @@ func groupMembers(t *testing.T, pgid int) []int {
 	testenv.Need(t, "procfs", err == nil, "no /proc")
 	var out []int
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// After the parenthesised command name: state, ppid, pgrp.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
-			out = append(out, pid)
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := procStat(pid); ok && st.live() && st.pgrp == pgid {
+				out = append(out, pid)
+			}
 		}
 	}
 	return out
+}
+
+// TestApplyDrainsInBackground: a reload that removes a server with a call
+// in flight does not wait for the call; the call finishes, and then the
+// child goes. Close waits for such drains, and at its deadline cuts them
+// off, still leaving no child behind.
+func TestApplyDrainsInBackground(t *testing.T) {
+	// slowCall starts a slow call and returns once its handler runs.
+	slowCall := func(t *testing.T, h *harness, ms int) <-chan error {
+		t.Helper()
+		started := make(chan struct{})
+		var once sync.Once
+		errc := make(chan error, 1)
+		go func() {
+			res, err := h.m.Call(context.Background(), "slow", json.RawMessage(`{"ms":`+strconv.Itoa(ms)+`}`), json.RawMessage(`{"progressToken":"d"}`),
+				func(json.RawMessage) { once.Do(func() { close(started) }) })
+			if err == nil && resultTextNoFatal(res) != "slept "+strconv.Itoa(ms)+"ms" {
+				err = fmt.Errorf("result %s", res)
+			}
+			errc <- err
+		}()
+		select {
+		case <-started:
+		case err := <-errc:
+			t.Fatalf("slow call ended before it started: %v", err)
+		case <-time.After(waitTimeout):
+			t.Fatal("slow never reported that it started")
+		}
+		return errc
+	}
+	wait := func(t *testing.T, what string, errc <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s never returned", what)
+			return nil
+		}
+	}
+
+	t.Run("Apply returns at once", func(t *testing.T) {
+		h := newHarness(t, testOptions())
+		h.apply(stdioSpec("busy"))
+		pid := h.pid("pid")
+		errc := slowCall(t, h, 2000)
+		applied := make(chan error, 1)
+		go func() {
+			h.m.Apply(context.Background(), nil)
+			applied <- nil
+		}()
+		_ = wait(t, "Apply", applied)
+		select {
+		case err := <-errc:
+			t.Fatalf("Apply returned only once the call in flight on the removed server had ended (%v)", err)
+		default:
+		}
+		if processGone(pid) {
+			t.Error("removed server's child stopped while its call was in flight")
+		}
+		if _, err := h.call("pid", "{}"); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Errorf("new call to the removed server: err = %v, want ErrNotFound", err)
+		}
+		if err := wait(t, "the call in flight", errc); err != nil {
+			t.Errorf("call in flight on the removed server: %v, want its result", err)
+		}
+		pollUntil(t, "the removed server's child to be reaped", func() bool { return processGone(pid) })
+	})
+
+	for _, tc := range []struct {
+		name     string
+		ms       int           // how long the call in flight takes
+		deadline time.Duration // Close's
+		wantErr  error         // Close's
+		wantCall error         // the call's: nil for its result
+	}{
+		{"Close waits for the drain", 300, waitTimeout, nil, nil},
+		{"Close cuts the drain off at its deadline", 60000, 200 * time.Millisecond, context.DeadlineExceeded, switchboard.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testOptions())
+			h.apply(stdioSpec("busy"))
+			pid := h.pid("pid")
+			errc := slowCall(t, h, tc.ms)
+			h.apply()
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			if err := h.m.Close(ctx); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Close: err = %v, want %v", err, tc.wantErr)
+			}
+			if !processGone(pid) {
+				t.Errorf("removed server's child %d still exists after Close", pid)
+			}
+			if err := wait(t, "the call in flight", errc); !errors.Is(err, tc.wantCall) {
+				t.Errorf("call in flight during Close: err = %v, want %v", err, tc.wantCall)
+			}
+		})
+	}
 }

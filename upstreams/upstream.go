@@ -43,13 +43,13 @@ type upstream struct {
 	// set each time it opens; never earlier than gobreaker's own expiry.
 	openUntil atomic.Int64
 
-	// calls is held shared by every call in flight; close takes it
-	// exclusively, so a reload or shutdown lets them finish (each is
-	// bounded by its call timeout) before the connection goes.
-	calls sync.RWMutex
-
-	mu           sync.Mutex
-	conn         conn
+	mu   sync.Mutex
+	conn conn
+	// active counts calls in flight, so close can let them finish (each
+	// is bounded by its call timeout) before the connection goes; drained
+	// is closed when the last one ends while close waits.
+	active       int
+	drained      chan struct{}
 	stderr       *ring
 	state        switchboard.ServerState
 	lastErr      string
@@ -147,7 +147,7 @@ func (u *upstream) ensure(ctx context.Context) (conn, error) {
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()
-			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", u.spec.Name)
+			return nil, u.errRemoved()
 		}
 		if u.spec.Err != nil {
 			u.mu.Unlock()
@@ -431,6 +431,11 @@ func (u *upstream) reconnectLoop() {
 			continue // it would only refuse; wait for the cooldown's end
 		}
 		u.mu.Lock()
+		if u.closed { // removed, draining its calls: nothing to reconnect for
+			u.reconnecting = false
+			u.mu.Unlock()
+			return
+		}
 		ch := u.startConnectLocked()
 		u.mu.Unlock()
 		<-ch
@@ -518,8 +523,10 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u.calls.RLock()
-	defer u.calls.RUnlock()
+	if !u.enter() {
+		return nil, u.errRemoved()
+	}
+	defer u.leave()
 	c, err := u.ensure(ctx)
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
@@ -669,17 +676,70 @@ func (u *upstream) status() switchboard.ServerStatus {
 	return st
 }
 
-// close stops the upstream for good and waits for its goroutines.
-func (u *upstream) close() {
-	u.calls.Lock() // wait for calls in flight
-	defer u.calls.Unlock()
+func (u *upstream) errRemoved() error {
+	return switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", u.spec.Name)
+}
+
+// enter counts a call in flight; it reports false once close has begun.
+func (u *upstream) enter() bool {
 	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return false
+	}
+	u.active++
+	return true
+}
+
+func (u *upstream) leave() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.active--
+	if u.active == 0 && u.drained != nil {
+		close(u.drained)
+		u.drained = nil
+	}
+}
+
+// close stops the upstream for good: new calls fail at once, calls in
+// flight may finish until ctx ends, then the connection closes (a child
+// gets SIGTERM, and SIGKILL after the stop timeout; calls still in flight
+// fail) and close waits for the upstream's goroutines.
+func (u *upstream) close(ctx context.Context) {
+	u.finishClose(ctx, u.beginClose())
+}
+
+// beginClose makes new calls fail at once and returns a channel closed
+// when the calls in flight have ended, or nil if there are none.
+func (u *upstream) beginClose() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.closed = true
-	c := u.conn
-	u.conn = nil
 	if u.debounce != nil {
 		u.debounce.Stop()
 	}
+	if u.active == 0 {
+		return nil
+	}
+	if u.drained == nil {
+		u.drained = make(chan struct{})
+	}
+	return u.drained
+}
+
+// finishClose waits for drained (from beginClose) or ctx, then closes the
+// connection and waits for the upstream's goroutines.
+func (u *upstream) finishClose(ctx context.Context, drained <-chan struct{}) {
+	if drained != nil {
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			u.log.Warn("closing with calls in flight: they are cut off")
+		}
+	}
+	u.mu.Lock()
+	c := u.conn
+	u.conn = nil
 	u.mu.Unlock()
 	u.cancel()
 	if c != nil {
