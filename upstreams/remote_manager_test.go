@@ -123,15 +123,16 @@ func TestSSEBreaker(t *testing.T) {
 	}
 
 	t.Run("retry when the cooldown ends", func(t *testing.T) {
-		// The production backoff (250ms doubling): after the third failed
-		// reconnect its next step (2s) is far longer than the cooldown.
-		h, gate, ts := start(t, 3, 250*time.Millisecond, 30*time.Second)
+		// Two failed reconnects (at 1s and 3s) open the breaker; the next
+		// backoff step (4s) is far longer than the cooldown, as in
+		// production (up to 30s against 60s).
+		h, gate, ts := start(t, 2, time.Second, 30*time.Second)
 		mark := h.mark()
 		gate.down.Store(true)
 		ts.CloseClientConnections()
 		h.waitFor("the breaker to open", func() bool { return h.sawSince(mark, "sse", switchboard.StateUnavailable) })
 		opened := time.Now()
-		if st := breakerState(h); st != gobreaker.StateOpen {
+		if st := breakerState(h); st == gobreaker.StateClosed { // half-open if we looked late
 			t.Fatalf("server unavailable with the breaker %s", st)
 		}
 
@@ -149,8 +150,8 @@ func TestSSEBreaker(t *testing.T) {
 			return h.sawSince(mark, "sse", switchboard.StateReady) && h.status("sse").State == switchboard.StateReady
 		})
 		// Generous for a loaded machine, yet well below the backoff step
-		// (2s) a loop blind to the cooldown would wait.
-		if d, limit := time.Since(opened), cooldown+time.Second; d > limit {
+		// (4s) a loop blind to the cooldown would wait.
+		if d, limit := time.Since(opened), cooldown+2500*time.Millisecond; d > limit {
 			t.Errorf("ready again %s after the breaker opened; want within the cooldown (%s) plus a margin (%s)", d, cooldown, limit)
 		}
 		if st := breakerState(h); st != gobreaker.StateClosed {
@@ -272,17 +273,22 @@ func (g *sessionGate) sessions() int {
 	return len(g.seen)
 }
 
+// gatedStreamable serves the fixture over streamable HTTP behind a
+// sessionGate and configures it as server "http".
+func gatedStreamable(t *testing.T) (*harness, *sessionGate) {
+	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
+	ts := httptest.NewServer(gate)
+	t.Cleanup(ts.Close)
+	h := newHarness(t, testOptions())
+	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
+	return h, gate
+}
+
 // TestStreamable: a streamable HTTP upstream works, and when the server
 // forgets the session (404), the call that finds out re-initializes and
 // is sent again: it succeeds.
 func TestStreamable(t *testing.T) {
-	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
-	ts := httptest.NewServer(gate)
-	t.Cleanup(ts.Close)
-
-	h := newHarness(t, testOptions())
-	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
-
+	h, gate := gatedStreamable(t)
 	if got := h.text("echo", `{"text":"over http"}`); got != "over http" {
 		t.Fatalf("echo = %q", got)
 	}
@@ -332,11 +338,7 @@ func TestStreamable(t *testing.T) {
 // sent again once only; when the new session is forgotten too, the call
 // fails with ErrUnavailable.
 func TestStreamableSessionRetryOnce(t *testing.T) {
-	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
-	ts := httptest.NewServer(gate)
-	t.Cleanup(ts.Close)
-	h := newHarness(t, testOptions())
-	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
+	h, gate := gatedStreamable(t)
 	h.tools()
 
 	gate.forgetOnCall.Store(true)
@@ -443,16 +445,24 @@ func TestSSEDropFailsCallInFlight(t *testing.T) {
 	}
 }
 
+// remoteFixture is the fixture served over one remote transport.
+type remoteFixture struct {
+	transport switchboard.Transport
+	handler   http.Handler
+}
+
+// remoteFixtures returns a fresh fixture for each remote transport.
+func remoteFixtures() []remoteFixture {
+	return []remoteFixture{
+		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
+		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
+	}
+}
+
 // TestRemoteCallTimeout: over HTTP too, a per-server CallTimeout ends a
 // slow call with ErrTimeout, tells the server, and keeps the connection.
 func TestRemoteCallTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		transport switchboard.Transport
-		handler   http.Handler
-	}{
-		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
-		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
-	} {
+	for _, tc := range remoteFixtures() {
 		t.Run(string(tc.transport), func(t *testing.T) {
 			ts := httptest.NewServer(tc.handler)
 			t.Cleanup(ts.Close)
@@ -503,13 +513,7 @@ func TestRemoteCallTimeout(t *testing.T) {
 func TestRemoteHeaders(t *testing.T) {
 	configured := map[string]string{"Authorization": "Bearer upstream-token", "X-Api-Key": "key-123"}
 	const clientSecret = "client-secret-4711"
-	for _, tc := range []struct {
-		transport switchboard.Transport
-		handler   http.Handler
-	}{
-		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
-		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
-	} {
+	for _, tc := range remoteFixtures() {
 		t.Run(string(tc.transport), func(t *testing.T) {
 			upstream := &headerLog{h: tc.handler}
 			ts := httptest.NewServer(upstream)
