@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // conn is one live connection to an upstream MCP server speaking JSON-RPC.
@@ -31,6 +32,11 @@ type conn interface {
 // errConnLost reports that the connection died; the upstream is rebuilt on
 // next use.
 var errConnLost = errors.New("connection lost")
+
+// errSessionLost reports that a streamable HTTP server no longer knows our
+// session (HTTP 404): the request never ran upstream, so it may be sent
+// again once the connection is re-initialized. It wraps errConnLost.
+var errSessionLost = fmt.Errorf("%w: the server no longer knows the session", errConnLost)
 
 // message is any JSON-RPC 2.0 message, decoded only as far as routing
 // needs; params, results and error data stay raw.

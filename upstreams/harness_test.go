@@ -324,16 +324,59 @@ func processGone(pid int) bool {
 	if errors.Is(err, syscall.ESRCH) {
 		return true
 	}
-	b, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if rerr != nil {
-		return errors.Is(rerr, os.ErrNotExist)
+	if _, rerr := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(rerr, os.ErrNotExist) {
+		return true
 	}
-	// The state follows the parenthesised command name.
+	st, ok := procStat(pid)
+	return ok && !st.live()
+}
+
+// readPid reads a pid a test script wrote to path.
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s holds %q, not a pid", path, b)
+	}
+	return pid
+}
+
+// stat is what a test needs from /proc/<pid>/stat.
+type stat struct {
+	state byte
+	pgrp  int
+}
+
+// live reports whether the process runs, as opposed to a zombie that only
+// waits to be reaped.
+func (s stat) live() bool { return s.state != 'Z' && s.state != 'X' }
+
+// procStat reads /proc/<pid>/stat; false if it cannot (gone, no procfs).
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, false
+	}
+	// After the parenthesised command name (which may hold spaces and
+	// parentheses): state, ppid, pgrp.
 	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] == 'Z' || s[i+2] == 'X'
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return stat{}, false
 	}
-	return false
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return stat{}, false
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil {
+		return stat{}, false
+	}
+	return stat{state: f[0][0], pgrp: pgrp}, true
 }
 
 // lines counts the lines of a file (0 if it does not exist).

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 func prefixed(spec switchboard.ServerSpec, prefix string) switchboard.ServerSpec {
@@ -26,7 +30,7 @@ func prefixed(spec switchboard.ServerSpec, prefix string) switchboard.ServerSpec
 
 // TestApplyReload: unchanged servers keep their connection, a changed
 // server in use connects its replacement before the old one closes, and a
-// removed server's child is reaped before Apply returns.
+// removed (idle) server's child is reaped before Apply returns.
 func TestApplyReload(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report")
 	// The "change" server reports, when it starts, whether the process
@@ -159,14 +163,7 @@ exec "$BIN"
 		}
 	}
 	pids := []int{h.pid("one_pid"), h.pid("two_pid"), h.pid("g_pid")}
-	b, err := os.ReadFile(grandPidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grandPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	grandPid := readPid(t, grandPidFile)
 	if processGone(grandPid) {
 		t.Fatal("grandchild already gone before Close")
 	}
@@ -235,5 +232,184 @@ func TestApplyAfterClose(t *testing.T) {
 	}
 	if _, err := h.m.Call(ctx, "echo", json.RawMessage(`{}`), nil, nil); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("call on a closed manager: %v", err)
+	}
+}
+
+// stubbornScript is a stdio server that ignores SIGTERM, as does the
+// grandchild it leaves running; it writes the grandchild's pid to
+// $GRANDPID.
+const stubbornScript = `trap '' TERM
+sleep 300 </dev/null >/dev/null 2>&1 &
+echo $! > "$GRANDPID"
+read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"stubborn","version":"1"}}}'
+read -r l
+read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"stubborn","inputSchema":{"type":"object"}}]}}'
+exec sleep 300
+`
+
+// TestStopEscalatesToSIGKILL: a child that ignores SIGTERM is killed with
+// SIGKILL after the stop timeout, when a reload removes its server and on
+// Close, and nothing of its process group survives, grandchild included.
+func TestStopEscalatesToSIGKILL(t *testing.T) {
+	for _, how := range []string{"Apply", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			grandPidFile := filepath.Join(t.TempDir(), "grandchild")
+			spec := shellScript(t, "stubborn", stubbornScript, map[string]string{"GRANDPID": grandPidFile})
+			opts := testOptions()
+			opts.StopTimeout = 200 * time.Millisecond
+			h := newHarness(t, opts)
+			h.apply(spec)
+			h.tools()
+			if st := h.waitState("stubborn", switchboard.StateReady, switchboard.StateFailed); st.State != switchboard.StateReady {
+				t.Fatalf("stubborn did not start: %+v", st)
+			}
+			h.m.mu.Lock()
+			u := h.m.byName["stubborn"]
+			h.m.mu.Unlock()
+			u.mu.Lock()
+			sc := u.conn.(*stdioConn)
+			u.mu.Unlock()
+			pgid, grandPid := sc.cmd.Process.Pid, readPid(t, grandPidFile)
+			if got := groupMembers(t, pgid); !slices.Contains(got, pgid) || !slices.Contains(got, grandPid) {
+				t.Fatalf("process group %d = %v, want the child and the grandchild %d", pgid, got, grandPid)
+			}
+
+			switch how {
+			case "Apply":
+				h.apply()
+			case "Close":
+				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+				defer cancel()
+				if err := h.m.Close(ctx); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			}
+			select {
+			case <-sc.exited:
+			case <-time.After(waitTimeout):
+				t.Fatal("child never reaped")
+			}
+			if got := sc.exitStatus(); got != "signal: killed" {
+				t.Errorf("child ended with %q, want SIGKILL (it ignores SIGTERM)", got)
+			}
+			// The grandchild is not ours to reap: poll for the kernel.
+			pollUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
+		})
+	}
+}
+
+// groupMembers lists the live (not zombie) processes in process group pgid.
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	testenv.Need(t, "procfs", err == nil, "no /proc")
+	var out []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := procStat(pid); ok && st.live() && st.pgrp == pgid {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// TestApplyDrainsInBackground: a reload that removes a server with a call
+// in flight does not wait for the call; the call finishes, and then the
+// child goes. Close waits for such drains, and at its deadline cuts them
+// off, still leaving no child behind.
+func TestApplyDrainsInBackground(t *testing.T) {
+	// slowCall starts a slow call and returns once its handler runs.
+	slowCall := func(t *testing.T, h *harness, ms int) <-chan error {
+		t.Helper()
+		started := make(chan struct{})
+		var once sync.Once
+		errc := make(chan error, 1)
+		go func() {
+			res, err := h.m.Call(context.Background(), "slow", json.RawMessage(`{"ms":`+strconv.Itoa(ms)+`}`), json.RawMessage(`{"progressToken":"d"}`),
+				func(json.RawMessage) { once.Do(func() { close(started) }) })
+			if err == nil && resultTextNoFatal(res) != "slept "+strconv.Itoa(ms)+"ms" {
+				err = fmt.Errorf("result %s", res)
+			}
+			errc <- err
+		}()
+		select {
+		case <-started:
+		case err := <-errc:
+			t.Fatalf("slow call ended before it started: %v", err)
+		case <-time.After(waitTimeout):
+			t.Fatal("slow never reported that it started")
+		}
+		return errc
+	}
+	wait := func(t *testing.T, what string, errc <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s never returned", what)
+			return nil
+		}
+	}
+
+	t.Run("Apply returns at once", func(t *testing.T) {
+		h := newHarness(t, testOptions())
+		h.apply(stdioSpec("busy"))
+		pid := h.pid("pid")
+		errc := slowCall(t, h, 2000)
+		applied := make(chan error, 1)
+		go func() {
+			h.m.Apply(context.Background(), nil)
+			applied <- nil
+		}()
+		_ = wait(t, "Apply", applied)
+		select {
+		case err := <-errc:
+			t.Fatalf("Apply returned only once the call in flight on the removed server had ended (%v)", err)
+		default:
+		}
+		if processGone(pid) {
+			t.Error("removed server's child stopped while its call was in flight")
+		}
+		if _, err := h.call("pid", "{}"); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Errorf("new call to the removed server: err = %v, want ErrNotFound", err)
+		}
+		if err := wait(t, "the call in flight", errc); err != nil {
+			t.Errorf("call in flight on the removed server: %v, want its result", err)
+		}
+		pollUntil(t, "the removed server's child to be reaped", func() bool { return processGone(pid) })
+	})
+
+	for _, tc := range []struct {
+		name     string
+		ms       int           // how long the call in flight takes
+		deadline time.Duration // Close's
+		wantErr  error         // Close's
+		wantCall error         // the call's: nil for its result
+	}{
+		{"Close waits for the drain", 300, waitTimeout, nil, nil},
+		{"Close cuts the drain off at its deadline", 60000, 200 * time.Millisecond, context.DeadlineExceeded, switchboard.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testOptions())
+			h.apply(stdioSpec("busy"))
+			pid := h.pid("pid")
+			errc := slowCall(t, h, tc.ms)
+			h.apply()
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			if err := h.m.Close(ctx); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Close: err = %v, want %v", err, tc.wantErr)
+			}
+			if !processGone(pid) {
+				t.Errorf("removed server's child %d still exists after Close", pid)
+			}
+			if err := wait(t, "the call in flight", errc); !errors.Is(err, tc.wantCall) {
+				t.Errorf("call in flight during Close: err = %v, want %v", err, tc.wantCall)
+			}
+		})
 	}
 }

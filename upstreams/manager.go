@@ -75,12 +75,22 @@ type Manager struct {
 	catalog   atomic.Pointer[switchboard.Catalog]
 	closeOnce sync.Once
 	closed    bool // set by Close, under mu: Apply starts nothing after it
+
+	// stopping counts upstreams being closed: servers a reload removed or
+	// replaced, draining their calls in flight in the background, and on
+	// Close every other one. Added to under mu while !closed, so Close's
+	// Wait sees them all.
+	stopping sync.WaitGroup
+	// cutOff ends, when Close's ctx does, the wait for calls in flight.
+	cutOffCtx context.Context
+	cutOff    context.CancelFunc
 }
 
 // New returns a Manager with no servers; call Apply to configure it.
 func New(opts Options) *Manager {
 	opts.defaults()
 	m := &Manager{opts: opts, log: opts.Logger, byName: map[string]*upstream{}}
+	m.cutOffCtx, m.cutOff = context.WithCancel(context.Background())
 	m.catalog.Store(switchboard.NewCatalog(0, nil))
 	return m
 }
@@ -95,9 +105,13 @@ func (m *Manager) OnToolsChanged(fn func()) {
 
 // Apply makes specs the configured set. Servers whose spec is unchanged
 // keep their connection. A changed server's replacement connects before
-// the old connection closes when the old one was in use; removed servers
-// close after the new set is in place. Nothing connects that was not
-// connected before: connections stay lazy.
+// the old connection closes when the old one was in use. Removed and
+// replaced servers close once the new set is in place: those with no
+// calls in flight before Apply returns (children reaped), those with
+// calls in flight in the background once the calls finish (each bounded
+// by its call timeout), so a reload never waits on a slow call; Close
+// waits for them. Nothing connects that was not connected before:
+// connections stay lazy.
 func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
 	m.mu.Lock()
 	old, closed := m.byName, m.closed
@@ -144,18 +158,31 @@ func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
 		m.mu.Unlock()
 		for name, u := range nextBy {
 			if old[name] != u {
-				u.close()
+				u.close(m.cutOffCtx)
 			}
 		}
 		return
 	}
 	m.order, m.byName = next, nextBy
+	var idle []chan struct{}
+	for name, prev := range old {
+		if nextBy[name] == prev {
+			continue
+		}
+		drained := prev.beginClose()
+		done := make(chan struct{})
+		m.stopping.Go(func() {
+			defer close(done)
+			prev.finishClose(m.cutOffCtx, drained)
+		})
+		if drained == nil {
+			idle = append(idle, done)
+		}
+	}
 	m.mu.Unlock()
 	m.rebuild()
-	for name, prev := range old {
-		if nextBy[name] != prev {
-			prev.close()
-		}
+	for _, done := range idle {
+		<-done // bounded by the stop timeout: there is no call to wait for
 	}
 }
 
@@ -348,8 +375,12 @@ func (m *Manager) Status() []switchboard.ServerStatus {
 	return out
 }
 
-// Close stops every upstream (children get SIGTERM, then SIGKILL after the
-// stop timeout) and waits for them, or until ctx ends.
+// Close stops every upstream, including those a reload removed that are
+// still draining. Calls in flight may finish until ctx ends; then they
+// are cut off. Children get SIGTERM, then SIGKILL after the stop timeout,
+// and Close returns once every one is reaped, even after ctx ended (at
+// most the stop timeout later): no child outlives it. It returns ctx.Err()
+// when ctx ended first.
 func (m *Manager) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
@@ -358,17 +389,14 @@ func (m *Manager) Close(ctx context.Context) error {
 		m.order, m.byName = nil, map[string]*upstream{}
 		m.version++
 		m.catalog.Store(switchboard.NewCatalog(m.version, nil))
-		m.mu.Unlock()
-		var wg sync.WaitGroup
 		for _, u := range order {
-			wg.Go(u.close)
+			m.stopping.Go(func() { u.close(m.cutOffCtx) })
 		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
+		m.mu.Unlock()
+		stop := context.AfterFunc(ctx, m.cutOff)
+		m.stopping.Wait()
+		stop()
+		m.cutOff()
 	})
 	return ctx.Err()
 }

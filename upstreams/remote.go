@@ -149,17 +149,26 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 			}()
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, transport.ErrSessionTerminated) {
+			// The server answered 404 for our session (it restarted and
+			// forgot it), or an earlier request got that answer and the
+			// transport did not send this one: either way the request
+			// never ran, so the caller may send it again on a new session.
+			// Checked before doneCh: a concurrent request's 404 may have
+			// ended the connection first.
+			c.markDone()
+			return nil, errSessionLost
+		}
 		select {
 		case <-c.doneCh:
 			return nil, errConnLost
 		default:
 		}
 		var ue *url.Error
-		if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) || errors.As(err, &ue) {
-			// The server forgot our session (restart), or the request got
-			// no HTTP answer at all (refused, reset, DNS): rebuild and
-			// re-initialize on next use, through the breaker, so status
-			// and the breaker see a server that went away.
+		if errors.Is(err, transport.ErrTransportClosed) || errors.As(err, &ue) {
+			// The request got no HTTP answer at all (refused, reset, DNS):
+			// rebuild and re-initialize on next use, through the breaker,
+			// so status and the breaker see a server that went away.
 			c.markDone()
 			if ue != nil {
 				// The cause only: the URL may hold an interpolated secret.

@@ -1,18 +1,23 @@
 package upstreams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
@@ -41,7 +46,7 @@ func TestSSE(t *testing.T) {
 
 	opts := testOptions()
 	// Every failed reconnect counts as a breaker failure; this test is
-	// about reconnecting, not the breaker.
+	// about reconnecting, TestSSEBreaker about the breaker.
 	opts.BreakerFailures = 1 << 20
 	h := newHarness(t, opts)
 	h.apply(switchboard.ServerSpec{Name: "sse", Transport: switchboard.TransportSSE, URL: ts.URL})
@@ -92,6 +97,110 @@ func TestSSE(t *testing.T) {
 	}
 }
 
+// TestSSEBreaker: failed reconnects of a lost SSE stream open the breaker
+// like any connect failures; calls then fail at once, and the one retry
+// comes when the cooldown ends, not a backoff step later.
+func TestSSEBreaker(t *testing.T) {
+	const cooldown = 300 * time.Millisecond
+	start := func(t *testing.T, failures uint32, reconnectMin, reconnectMax time.Duration) (*harness, *outage, *httptest.Server) {
+		gate := &outage{h: mcptest.SSEHandler(mcptest.Options{Name: "sse"})}
+		ts := httptest.NewServer(gate)
+		t.Cleanup(ts.Close)
+		opts := testOptions()
+		opts.BreakerFailures, opts.BreakerCooldown = failures, cooldown
+		opts.ReconnectMin, opts.ReconnectMax = reconnectMin, reconnectMax
+		h := newHarness(t, opts)
+		h.apply(switchboard.ServerSpec{Name: "sse", Transport: switchboard.TransportSSE, URL: ts.URL})
+		h.tools()
+		h.waitState("sse", switchboard.StateReady)
+		return h, gate, ts
+	}
+	breakerState := func(h *harness) gobreaker.State {
+		h.m.mu.Lock()
+		u := h.m.byName["sse"]
+		h.m.mu.Unlock()
+		return u.breaker.State()
+	}
+
+	t.Run("retry when the cooldown ends", func(t *testing.T) {
+		// Two failed reconnects (at 1s and 3s) open the breaker; the next
+		// backoff step (4s) is far longer than the cooldown, as in
+		// production (up to 30s against 60s).
+		h, gate, ts := start(t, 2, time.Second, 30*time.Second)
+		mark := h.mark()
+		gate.down.Store(true)
+		ts.CloseClientConnections()
+		h.waitFor("the breaker to open", func() bool { return h.sawSince(mark, "sse", switchboard.StateUnavailable) })
+		opened := time.Now()
+		if st := breakerState(h); st == gobreaker.StateClosed { // half-open if we looked late
+			t.Fatalf("server unavailable with the breaker %s", st)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := h.m.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil, nil)
+		blocked := ctx.Err() != nil
+		cancel()
+		if blocked || !errors.Is(err, switchboard.ErrUnavailable) {
+			t.Fatalf("call with the breaker open: err = %v (blocked %v), want ErrUnavailable at once", err, blocked)
+		}
+
+		mark = h.mark()
+		gate.down.Store(false)
+		h.waitFor("sse to reconnect", func() bool {
+			return h.sawSince(mark, "sse", switchboard.StateReady) && h.status("sse").State == switchboard.StateReady
+		})
+		// Generous for a loaded machine, yet well below the backoff step
+		// (4s) a loop blind to the cooldown would wait.
+		if d, limit := time.Since(opened), cooldown+2500*time.Millisecond; d > limit {
+			t.Errorf("ready again %s after the breaker opened; want within the cooldown (%s) plus a margin (%s)", d, cooldown, limit)
+		}
+		if st := breakerState(h); st != gobreaker.StateClosed {
+			t.Errorf("breaker %s after a successful reconnect, want closed", st)
+		}
+		if got := h.text("echo", `{"text":"back"}`); got != "back" {
+			t.Fatalf("echo after reconnect = %q", got)
+		}
+	})
+
+	t.Run("status names the cause once", func(t *testing.T) {
+		// Backoff steps far below the cooldown: a loop that kept knocking
+		// on the open breaker would rewrite the status on every step.
+		h, gate, ts := start(t, 1, 5*time.Millisecond, 20*time.Millisecond)
+		mark := h.mark()
+		gate.down.Store(true)
+		ts.CloseClientConnections()
+		worst, text := 0, ""
+		h.waitFor("a failed half-open retry", func() bool {
+			st := h.status("sse")
+			if n := strings.Count(st.LastError, sseLost); n > worst {
+				worst, text = n, st.LastError
+			}
+			n := 0
+			for _, e := range h.eventsSnapshot()[mark:] {
+				if e.Server == "sse" && e.State == switchboard.StateUnavailable {
+					n++
+				}
+			}
+			return n >= 2
+		})
+		if worst > 1 {
+			t.Errorf("status repeats %q %d times: %q", sseLost, worst, text)
+		}
+		if st := h.status("sse"); !strings.HasPrefix(st.LastError, sseLost+`server "sse": cannot connect`) {
+			t.Errorf("LastError = %q, want %q and the cause", st.LastError, sseLost)
+		}
+
+		mark = h.mark()
+		gate.down.Store(false)
+		h.waitFor("sse to reconnect", func() bool {
+			return h.sawSince(mark, "sse", switchboard.StateReady) && h.status("sse").State == switchboard.StateReady
+		})
+		if st := h.status("sse"); st.LastError != "" {
+			t.Errorf("LastError after reconnect = %q, want none", st.LastError)
+		}
+	})
+}
+
 func countBig(b []byte) int {
 	n := 0
 	for i := 0; i+len(mcptest.BigInt) <= len(b); i++ {
@@ -104,18 +213,41 @@ func countBig(b []byte) int {
 
 // sessionGate forwards to a streamable HTTP handler but, once forget has
 // been called, answers 404 for every session seen so far, like a server
-// that restarted and lost its sessions.
+// that restarted and lost its sessions. With forgetOnCall set, it answers
+// 404 to every tools/call, like a server that loses the session each time.
 type sessionGate struct {
-	h         http.Handler
-	mu        sync.Mutex
-	seen      map[string]bool
-	forgotten map[string]bool
+	h            http.Handler
+	forgetOnCall atomic.Bool
+	toolCalls    atomic.Int32 // tools/call requests received
+	mu           sync.Mutex
+	seen         map[string]bool
+	forgotten    map[string]bool
+}
+
+func newSessionGate(h http.Handler) *sessionGate {
+	return &sessionGate{h: h, seen: map[string]bool{}, forgotten: map[string]bool{}}
 }
 
 func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("Mcp-Session-Id")
+	isCall := false
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			Method string `json:"method"`
+		}
+		isCall = json.Unmarshal(body, &m) == nil && m.Method == "tools/call"
+	}
+	if isCall {
+		g.toolCalls.Add(1)
+	}
 	g.mu.Lock()
-	gone := g.forgotten[id]
+	gone := g.forgotten[id] || isCall && id != "" && g.forgetOnCall.Load()
 	if id != "" {
 		g.seen[id] = true
 	}
@@ -141,16 +273,22 @@ func (g *sessionGate) sessions() int {
 	return len(g.seen)
 }
 
-// TestStreamable: a streamable HTTP upstream works, and a lost session
-// fails one call and is re-initialized on the next.
-func TestStreamable(t *testing.T) {
-	gate := &sessionGate{h: mcptest.StreamableHandler(mcptest.Options{Name: "http"}), seen: map[string]bool{}, forgotten: map[string]bool{}}
+// gatedStreamable serves the fixture over streamable HTTP behind a
+// sessionGate and configures it as server "http".
+func gatedStreamable(t *testing.T) (*harness, *sessionGate) {
+	gate := newSessionGate(mcptest.StreamableHandler(mcptest.Options{Name: "http"}))
 	ts := httptest.NewServer(gate)
 	t.Cleanup(ts.Close)
-
 	h := newHarness(t, testOptions())
 	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
+	return h, gate
+}
 
+// TestStreamable: a streamable HTTP upstream works, and when the server
+// forgets the session (404), the call that finds out re-initializes and
+// is sent again: it succeeds.
+func TestStreamable(t *testing.T) {
+	h, gate := gatedStreamable(t)
 	if got := h.text("echo", `{"text":"over http"}`); got != "over http" {
 		t.Fatalf("echo = %q", got)
 	}
@@ -175,18 +313,49 @@ func TestStreamable(t *testing.T) {
 	}
 
 	gate.forget()
-	_, err = h.call("echo", `{"text":"x"}`)
-	if !errors.Is(err, switchboard.ErrUnavailable) {
-		t.Fatalf("call on a forgotten session: err = %v, want ErrUnavailable", err)
-	}
+	calls := gate.toolCalls.Load()
 	if got := h.text("echo", `{"text":"new session"}`); got != "new session" {
-		t.Fatalf("echo after re-initialize = %q", got)
+		t.Fatalf("first call after the server forgot the session = %q", got)
+	}
+	if n := gate.toolCalls.Load() - calls; n != 2 {
+		t.Errorf("the server got the call %d times, want 2 (404, then on the new session)", n)
 	}
 	if n := gate.sessions(); n != 2 {
 		t.Errorf("%d sessions after the restart, want 2", n)
 	}
 	if st := h.status("http"); st.State != switchboard.StateReady {
 		t.Errorf("state = %q, want ready", st.State)
+	}
+	if got := h.text("echo", `{"text":"again"}`); got != "again" {
+		t.Fatalf("echo on the new session = %q", got)
+	}
+	if n := countState(h.statesOf("http"), switchboard.StateConnecting); n != 2 {
+		t.Errorf("connected %d times, want 2", n)
+	}
+}
+
+// TestStreamableSessionRetryOnce: a call that meets a forgotten session is
+// sent again once only; when the new session is forgotten too, the call
+// fails with ErrUnavailable.
+func TestStreamableSessionRetryOnce(t *testing.T) {
+	h, gate := gatedStreamable(t)
+	h.tools()
+
+	gate.forgetOnCall.Store(true)
+	_, err := h.call("echo", `{"text":"x"}`)
+	if !errors.Is(err, switchboard.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if n := gate.toolCalls.Load(); n != 2 {
+		t.Errorf("the server got the call %d times, want 2 (the call and one retry)", n)
+	}
+	if n := gate.sessions(); n != 2 {
+		t.Errorf("%d sessions, want 2 (one re-initialize)", n)
+	}
+
+	gate.forgetOnCall.Store(false)
+	if got := h.text("echo", `{"text":"back"}`); got != "back" {
+		t.Fatalf("echo once the server keeps sessions = %q", got)
 	}
 }
 
@@ -276,16 +445,24 @@ func TestSSEDropFailsCallInFlight(t *testing.T) {
 	}
 }
 
+// remoteFixture is the fixture served over one remote transport.
+type remoteFixture struct {
+	transport switchboard.Transport
+	handler   http.Handler
+}
+
+// remoteFixtures returns a fresh fixture for each remote transport.
+func remoteFixtures() []remoteFixture {
+	return []remoteFixture{
+		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
+		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
+	}
+}
+
 // TestRemoteCallTimeout: over HTTP too, a per-server CallTimeout ends a
 // slow call with ErrTimeout, tells the server, and keeps the connection.
 func TestRemoteCallTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		transport switchboard.Transport
-		handler   http.Handler
-	}{
-		{switchboard.TransportSSE, mcptest.SSEHandler(mcptest.Options{Name: "sse"})},
-		{switchboard.TransportStreamableHTTP, mcptest.StreamableHandler(mcptest.Options{Name: "http"})},
-	} {
+	for _, tc := range remoteFixtures() {
 		t.Run(string(tc.transport), func(t *testing.T) {
 			ts := httptest.NewServer(tc.handler)
 			t.Cleanup(ts.Close)
@@ -325,6 +502,77 @@ func TestRemoteCallTimeout(t *testing.T) {
 			}
 			if n := countState(h.statesOf("r"), switchboard.StateConnecting); n != 1 {
 				t.Errorf("connected %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestRemoteHeaders: every request to a remote upstream carries the
+// configured headers, and none of the client's, even when the call runs
+// on the client's own request context.
+func TestRemoteHeaders(t *testing.T) {
+	configured := map[string]string{"Authorization": "Bearer upstream-token", "X-Api-Key": "key-123"}
+	const clientSecret = "client-secret-4711"
+	for _, tc := range remoteFixtures() {
+		t.Run(string(tc.transport), func(t *testing.T) {
+			upstream := &headerLog{h: tc.handler}
+			ts := httptest.NewServer(upstream)
+			t.Cleanup(ts.Close)
+			h := newHarness(t, testOptions())
+			h.apply(switchboard.ServerSpec{Name: "r", Transport: tc.transport, URL: ts.URL, Headers: configured})
+
+			// A client request to the gateway; the call (and the lazy
+			// connect it triggers) runs on its context.
+			edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				res, err := h.m.Call(r.Context(), "echo", json.RawMessage(`{"text":"hi"}`), nil, nil)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				_, _ = w.Write(res)
+			}))
+			t.Cleanup(edge.Close)
+			req, err := http.NewRequest(http.MethodPost, edge.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+clientSecret)
+			req.Header.Set("Cookie", "session="+clientSecret)
+			req.Header.Set("X-Client-Only", clientSecret)
+			resp, err := edge.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("call through the edge: %s: %s", resp.Status, body)
+			}
+			if got := resultText(t, body); got != "hi" {
+				t.Fatalf("echo = %q", got)
+			}
+
+			reqs := upstream.requests()
+			if !slices.ContainsFunc(reqs, func(r loggedRequest) bool { return r.call }) {
+				t.Fatalf("upstream saw no tools/call among %d requests", len(reqs))
+			}
+			for i, r := range reqs {
+				hdr := r.header
+				for k, v := range configured {
+					if got := hdr.Values(k); !slices.Equal(got, []string{v}) {
+						t.Errorf("request %d: %s = %q, want [%q]", i, k, got, v)
+					}
+				}
+				for k, vs := range hdr {
+					for _, v := range vs {
+						if strings.Contains(v, clientSecret) {
+							t.Errorf("request %d: client header reached the upstream: %s: %s", i, k, v)
+						}
+					}
+				}
+				if _, ok := hdr["Cookie"]; ok {
+					t.Errorf("request %d carries a Cookie header", i)
+				}
 			}
 		})
 	}

@@ -619,3 +619,48 @@ func TestInvalidSpec(t *testing.T) {
 		t.Errorf("invalid server changed state to %q", st.State)
 	}
 }
+
+// TestStderrTail: what a child writes to stderr shows in status, the last
+// part of it when there is more than the ring holds.
+func TestStderrTail(t *testing.T) {
+	t.Run("running child", func(t *testing.T) {
+		spec := shellScript(t, "chatty", `echo "chatty: starting up" >&2
+exec "$BIN"
+`, map[string]string{"BIN": fixtureBin, mcptest.EnvFixture: "stdio"})
+		h := newHarness(t, testOptions())
+		h.apply(spec)
+		h.tools()
+		h.waitState("chatty", switchboard.StateReady)
+		// The child's stderr is copied by a goroutine of its own, which no
+		// event reports on.
+		pollUntil(t, "stderr in status", func() bool {
+			return strings.Contains(h.status("chatty").Stderr, "chatty: starting up\n")
+		})
+	})
+
+	t.Run("failed child, tail only", func(t *testing.T) {
+		spec := shellScript(t, "dying", `i=0
+while [ $i -lt 500 ]; do echo "filler line $i: the quick brown fox jumps over the lazy dog" >&2; i=$((i+1)); done
+echo "fatal: last words" >&2
+exit 1
+`, nil)
+		h := newHarness(t, testOptions())
+		h.apply(spec)
+		h.tools()
+		st := h.waitSettled("dying")
+		if st.State != switchboard.StateFailed {
+			t.Fatalf("state = %q, want failed", st.State)
+		}
+		// The child was reaped before the failure was recorded, and
+		// reaping waits for its stderr: the tail is complete.
+		if !strings.HasSuffix(st.Stderr, "fatal: last words\n") {
+			t.Errorf("stderr tail does not end with the last line:\n...%s", st.Stderr[max(0, len(st.Stderr)-200):])
+		}
+		if strings.Contains(st.Stderr, "filler line 0:") {
+			t.Error("stderr holds the first line of about 30 KiB; want only the tail")
+		}
+		if n := len(st.Stderr); n == 0 || n > 16<<10 {
+			t.Errorf("stderr tail is %d bytes, want 1..%d", n, 16<<10)
+		}
+	})
+}

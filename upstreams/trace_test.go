@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,32 +26,48 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/otlptest"
 )
 
-// headerLog records the traceparent header of every tools/call POST an
-// HTTP upstream receives, and of every other request.
+// headerLog records the headers of every request an HTTP upstream
+// receives, telling tools/call POSTs from the rest.
 type headerLog struct {
-	h     http.Handler
-	mu    sync.Mutex
-	calls []string // traceparent of each tools/call POST
-	other []string // traceparent of every other request
+	h    http.Handler
+	mu   sync.Mutex
+	reqs []loggedRequest
+}
+
+type loggedRequest struct {
+	call   bool // a tools/call POST
+	header http.Header
 }
 
 func (l *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	l.mu.Lock()
-	if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
-		l.calls = append(l.calls, r.Header.Get("Traceparent"))
-	} else {
-		l.other = append(l.other, r.Header.Get("Traceparent"))
-	}
+	l.reqs = append(l.reqs, loggedRequest{
+		call:   r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)),
+		header: r.Header.Clone(),
+	})
 	l.mu.Unlock()
 	l.h.ServeHTTP(w, r)
 }
 
+// snapshot returns the traceparent of each tools/call POST and of every
+// other request.
 func (l *headerLog) snapshot() (calls, other []string) {
+	for _, r := range l.requests() {
+		if r.call {
+			calls = append(calls, r.header.Get("Traceparent"))
+		} else {
+			other = append(other, r.header.Get("Traceparent"))
+		}
+	}
+	return calls, other
+}
+
+func (l *headerLog) requests() []loggedRequest {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.calls...), append([]string(nil), l.other...)
+	return append([]loggedRequest(nil), l.reqs...)
 }
 
 // metaTraceparent calls the fixture's meta tool and returns the
@@ -179,24 +196,30 @@ func teeSpec(t *testing.T) (switchboard.ServerSpec, string) {
 	return spec, log
 }
 
-// forwardedCall returns the params of the last tools/call in the log.
-func forwardedCall(t *testing.T, log string) string {
+// forwardedCall returns the params of the nth tools/call in the log
+// (counting from 1). tee may pass a line on before it logs it, so the
+// answer can arrive first: wait for the line.
+func forwardedCall(t *testing.T, log string, n int) string {
 	t.Helper()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var params string
-	for _, line := range strings.Split(string(b), "\n") {
-		var m struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
+	var calls []string
+	pollUntil(t, fmt.Sprintf("tools/call #%d in the tee log", n), func() bool {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if json.Unmarshal([]byte(line), &m) == nil && m.Method == "tools/call" {
-			params = string(m.Params)
+		calls = calls[:0]
+		for _, line := range strings.Split(string(b), "\n") {
+			var m struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal([]byte(line), &m) == nil && m.Method == "tools/call" {
+				calls = append(calls, string(m.Params))
+			}
 		}
-	}
-	return params
+		return len(calls) >= n
+	})
+	return calls[n-1]
 }
 
 // The trace context goes to a stdio upstream as _meta keys the client did
@@ -207,6 +230,7 @@ func TestStdioTraceMetaKeepsClientBytes(t *testing.T) {
 	h := newHarness(t, testOptions())
 	h.apply(spec)
 	args := json.RawMessage(`{"b":1,"a":[9007199254740993]}`)
+	calls := 0
 	call := func(ctx context.Context, meta string) string {
 		t.Helper()
 		var m json.RawMessage
@@ -216,7 +240,8 @@ func TestStdioTraceMetaKeepsClientBytes(t *testing.T) {
 		if _, err := h.m.Call(ctx, "meta", args, m, nil); err != nil {
 			t.Fatal(err)
 		}
-		return forwardedCall(t, log)
+		calls++
+		return forwardedCall(t, log, calls)
 	}
 
 	// Tracing off: exactly what the gateway always sent.

@@ -39,14 +39,17 @@ type upstream struct {
 	wg     sync.WaitGroup
 
 	breaker *gobreaker.CircuitBreaker[conn]
+	// openUntil is when the breaker's cooldown ends (Unix nanoseconds),
+	// set each time it opens; never earlier than gobreaker's own expiry.
+	openUntil atomic.Int64
 
-	// calls is held shared by every call in flight; close takes it
-	// exclusively, so a reload or shutdown lets them finish (each is
-	// bounded by its call timeout) before the connection goes.
-	calls sync.RWMutex
-
-	mu           sync.Mutex
-	conn         conn
+	mu   sync.Mutex
+	conn conn
+	// active counts calls in flight, so close can let them finish (each
+	// is bounded by its call timeout) before the connection goes; drained
+	// is closed when the last one ends while close waits.
+	active       int
+	drained      chan struct{}
 	stderr       *ring
 	state        switchboard.ServerState
 	lastErr      string
@@ -93,6 +96,9 @@ func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
 		Timeout:     m.opts.BreakerCooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= m.opts.BreakerFailures },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				u.openUntil.Store(time.Now().Add(m.opts.BreakerCooldown).UnixNano())
+			}
 			u.log.Warn("circuit breaker", "from", from.String(), "to", to.String())
 		},
 	})
@@ -141,7 +147,7 @@ func (u *upstream) ensure(ctx context.Context) (conn, error) {
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()
-			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", u.spec.Name)
+			return nil, u.errRemoved()
 		}
 		if u.spec.Err != nil {
 			u.mu.Unlock()
@@ -158,7 +164,13 @@ func (u *upstream) ensure(ctx context.Context) (conn, error) {
 			}
 		}
 		if u.reconnecting {
+			lastErr := strings.TrimPrefix(u.lastErr, sseLost)
+			open := u.breaker.State() == gobreaker.StateOpen
 			u.mu.Unlock()
+			if open {
+				return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is unavailable: its SSE stream was lost and %d reconnect attempts failed (last: %s); next retry within %s",
+					u.spec.Name, u.m.opts.BreakerFailures, lastErr, u.m.opts.BreakerCooldown)
+			}
 			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is reconnecting after losing its connection; try again shortly", u.spec.Name)
 		}
 		ch := u.startConnectLocked()
@@ -213,6 +225,9 @@ func (u *upstream) startConnectLocked() chan struct{} {
 			}
 			if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
 				u.lastErr = switchboard.Message(err)
+				if u.reconnecting {
+					u.lastErr = sseLost + u.lastErr
+				}
 				u.log.Warn("upstream connect failed", "err", err)
 			}
 			return
@@ -360,7 +375,7 @@ func (u *upstream) lostLocked() {
 	// upstreams reconnect on next use.
 	if u.spec.Transport == switchboard.TransportSSE && !u.closed && !u.reconnecting {
 		u.reconnecting = true
-		u.lastErr = "SSE stream lost; reconnecting"
+		u.lastErr = strings.TrimSuffix(sseLost, ": ")
 		u.wg.Go(u.reconnectLoop)
 	}
 }
@@ -383,17 +398,44 @@ func (u *upstream) watch(c conn) {
 	u.mu.Unlock()
 }
 
+// sseLost starts the status text of an SSE upstream that is reconnecting.
+const sseLost = "SSE stream lost; reconnecting: "
+
 // reconnectLoop re-establishes a lost SSE stream with exponential backoff.
 // Calls meanwhile fail at once (ensure checks reconnecting).
+//
+// Each attempt is a connect through the breaker, so an outage opens it
+// like any other run of connect failures. While it is open the loop does
+// not poll it on the backoff schedule, which could be late by up to
+// ReconnectMax: it waits exactly until the cooldown ends and then makes
+// the one half-open attempt. Success closes the breaker; failure opens it
+// for another cooldown. An outage thus costs the cooldown, not the
+// cooldown plus a backoff step.
 func (u *upstream) reconnectLoop() {
 	delay := u.m.opts.ReconnectMin
 	for {
+		wait := delay
+		if u.breaker.State() == gobreaker.StateOpen {
+			// A hair later than the cooldown's end if it is (nearly) due:
+			// gobreaker only half-opens strictly after its expiry.
+			wait = max(time.Until(time.Unix(0, u.openUntil.Load())), time.Millisecond)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-u.ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(delay):
+		case <-t.C:
+		}
+		if u.breaker.State() == gobreaker.StateOpen {
+			continue // it would only refuse; wait for the cooldown's end
 		}
 		u.mu.Lock()
+		if u.closed { // removed, draining its calls: nothing to reconnect for
+			u.reconnecting = false
+			u.mu.Unlock()
+			return
+		}
 		ch := u.startConnectLocked()
 		u.mu.Unlock()
 		<-ch
@@ -407,7 +449,6 @@ func (u *upstream) reconnectLoop() {
 			}
 			return
 		}
-		u.lastErr = "SSE stream lost; reconnecting: " + u.lastErr
 		u.mu.Unlock()
 		delay = min(delay*2, u.m.opts.ReconnectMax)
 	}
@@ -482,8 +523,10 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u.calls.RLock()
-	defer u.calls.RUnlock()
+	if !u.enter() {
+		return nil, u.errRemoved()
+	}
+	defer u.leave()
 	c, err := u.ensure(ctx)
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
@@ -562,6 +605,16 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	params = append(params, '}')
 	res, err := c.call(ctx, "tools/call", json.RawMessage(params))
+	if errors.Is(err, errSessionLost) {
+		// A streamable server that restarted forgot our session and never
+		// ran the call: re-initialize (through the breaker) and send it
+		// again. Once only, so a server that forgets every session cannot
+		// keep the caller looping.
+		u.log.Info("upstream forgot the session; re-initializing and sending the call again", "tool", name)
+		if c, err = u.ensure(ctx); err == nil {
+			res, err = c.call(ctx, "tools/call", json.RawMessage(params))
+		}
+	}
 	if err != nil {
 		return nil, u.callErr(ctx, name, timeout, err)
 	}
@@ -623,17 +676,70 @@ func (u *upstream) status() switchboard.ServerStatus {
 	return st
 }
 
-// close stops the upstream for good and waits for its goroutines.
-func (u *upstream) close() {
-	u.calls.Lock() // wait for calls in flight
-	defer u.calls.Unlock()
+func (u *upstream) errRemoved() error {
+	return switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", u.spec.Name)
+}
+
+// enter counts a call in flight; it reports false once close has begun.
+func (u *upstream) enter() bool {
 	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return false
+	}
+	u.active++
+	return true
+}
+
+func (u *upstream) leave() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.active--
+	if u.active == 0 && u.drained != nil {
+		close(u.drained)
+		u.drained = nil
+	}
+}
+
+// close stops the upstream for good: new calls fail at once, calls in
+// flight may finish until ctx ends, then the connection closes (a child
+// gets SIGTERM, and SIGKILL after the stop timeout; calls still in flight
+// fail) and close waits for the upstream's goroutines.
+func (u *upstream) close(ctx context.Context) {
+	u.finishClose(ctx, u.beginClose())
+}
+
+// beginClose makes new calls fail at once and returns a channel closed
+// when the calls in flight have ended, or nil if there are none.
+func (u *upstream) beginClose() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.closed = true
-	c := u.conn
-	u.conn = nil
 	if u.debounce != nil {
 		u.debounce.Stop()
 	}
+	if u.active == 0 {
+		return nil
+	}
+	if u.drained == nil {
+		u.drained = make(chan struct{})
+	}
+	return u.drained
+}
+
+// finishClose waits for drained (from beginClose) or ctx, then closes the
+// connection and waits for the upstream's goroutines.
+func (u *upstream) finishClose(ctx context.Context, drained <-chan struct{}) {
+	if drained != nil {
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			u.log.Warn("closing with calls in flight: they are cut off")
+		}
+	}
+	u.mu.Lock()
+	c := u.conn
+	u.conn = nil
 	u.mu.Unlock()
 	u.cancel()
 	if c != nil {
