@@ -202,18 +202,13 @@ func (m *Manager) rebuild() {
 		u.mu.Lock()
 		var shadowed []string
 		for _, t := range u.tools {
-			name := u.spec.ToolPrefix + t.name
-			if owner, taken := seen[name]; taken {
-				shadowed = append(shadowed, name)
-				m.log.Warn("tool name collision: first configured server wins", "tool", name, "owner", owner, "shadowed", u.spec.Name)
+			tool, owner := catalogEntry(seen, u.spec.Name, u.spec.ToolPrefix, t)
+			if owner != "" {
+				shadowed = append(shadowed, tool.Name)
+				m.log.Warn("tool name collision: first configured server wins", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
 				continue
 			}
-			seen[name] = u.spec.Name
-			raw := t.raw
-			if u.spec.ToolPrefix != "" {
-				raw = renamed(raw, name)
-			}
-			tools = append(tools, switchboard.Tool{Name: name, Server: u.spec.Name, UpstreamName: t.name, Raw: raw})
+			tools = append(tools, tool)
 		}
 		u.shadowed = shadowed
 		u.mu.Unlock()
@@ -230,6 +225,24 @@ func (m *Manager) rebuild() {
 	if fn != nil {
 		fn()
 	}
+}
+
+// catalogEntry is how server's listed tool t appears to clients: named
+// with the server's prefix, its object renamed to match. seen maps the
+// names taken so far to their servers; when an earlier server already
+// owns the name, owner is that server and the tool is shadowed (only
+// tool.Name is set).
+func catalogEntry(seen map[string]string, server, prefix string, t rawTool) (tool switchboard.Tool, owner string) {
+	name := prefix + t.name
+	if owner, taken := seen[name]; taken {
+		return switchboard.Tool{Name: name}, owner
+	}
+	seen[name] = server
+	raw := t.raw
+	if prefix != "" {
+		raw = renamed(raw, name)
+	}
+	return switchboard.Tool{Name: name, Server: server, UpstreamName: t.name, Raw: raw}, ""
 }
 
 func sameTools(a, b []switchboard.Tool) bool {

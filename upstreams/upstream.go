@@ -324,28 +324,43 @@ func listTools(ctx context.Context, c conn) ([]rawTool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tools/list: %w", err)
 		}
-		var page struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
+		tools, next, err := parseToolsPage(res)
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(res, &page); err != nil {
-			return nil, fmt.Errorf("tools/list result is malformed: %w", err)
-		}
-		for _, raw := range page.Tools {
-			var t struct {
-				Name string `json:"name"`
-			}
-			if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-				continue // a tool without a name cannot be called
-			}
-			out = append(out, rawTool{name: t.Name, raw: raw})
-		}
-		if page.NextCursor == "" {
+		out = append(out, tools...)
+		if next == "" {
 			return out, nil
 		}
-		cursor = page.NextCursor
+		cursor = next
 	}
 	return nil, fmt.Errorf("tools/list returned more than %d pages", maxToolPages)
+}
+
+// parseToolsPage reads one tools/list result: each tool's raw object and
+// its name, and the next cursor. The name is the exact "name" member (the
+// last one, if repeated), as a client's JSON parser reads it: encoding/json
+// would also take "NAME" or "Name", and then the gateway would route a
+// name no client can see. A tool without a string name is skipped: it
+// cannot be called.
+func parseToolsPage(res json.RawMessage) ([]rawTool, string, error) {
+	var page struct {
+		Tools      []json.RawMessage `json:"tools"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(res, &page); err != nil {
+		return nil, "", fmt.Errorf("tools/list result is malformed: %w", err)
+	}
+	var out []rawTool
+	for _, raw := range page.Tools {
+		var members map[string]json.RawMessage
+		var name string
+		if json.Unmarshal(raw, &members) != nil || json.Unmarshal(members["name"], &name) != nil || name == "" {
+			continue
+		}
+		out = append(out, rawTool{name: name, raw: raw})
+	}
+	return out, page.NextCursor, nil
 }
 
 func (u *upstream) setTools(tools []rawTool) {
