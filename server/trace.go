@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/otelspan"
 )
 
 // Span attributes of a tools/call. The mcp.*, gen_ai.* and error.type
@@ -40,24 +40,14 @@ func withTraceContext(ctx context.Context, h http.Header) context.Context {
 	return otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
 }
 
-// unsetProvider is otel's global TracerProvider while none is installed.
-// It records nothing but still allocates a span and a context per Start.
-var unsetProvider = otel.GetTracerProvider()
-
-// noSpan stands in for a span when tracing is off.
-var noSpan trace.Span = noop.Span{}
-
 // startCallSpan starts the server span of one tools/call. With tracing off
-// (no provider installed, or the no-op put back) it costs nothing: no
-// tracer, no span, no allocation. The tracer is looked up per call, not
-// kept: otel's global tracers stay bound to the first provider ever
-// installed, and tests install several.
+// it costs nothing: no tracer, no span, no allocation.
 func (s *Server) startCallSpan(ctx context.Context, session string) (context.Context, trace.Span) {
-	tp := otel.GetTracerProvider()
-	if _, off := tp.(noop.TracerProvider); off || tp == unsetProvider {
-		return ctx, noSpan
+	tr := otelspan.Tracer(tracerName)
+	if tr == nil {
+		return ctx, otelspan.None
 	}
-	ctx, span := tp.Tracer(tracerName).Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := tr.Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(attrMethod.String("tools/call"), attrOperation.String("execute_tool"),
 			attrProject.String(s.opts.Project), attrSession.String(sessionHash(session)))

@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/otelspan"
 )
 
 // Span attributes of the upstream hop; the mcp.*, gen_ai.*, network.*,
@@ -33,24 +33,15 @@ const (
 
 const tracerName = "github.com/switchboard-mcp/switchboard/upstreams"
 
-// unsetProvider is otel's global TracerProvider while none is installed.
-// It records nothing but still allocates a span and a context per Start.
-var unsetProvider = otel.GetTracerProvider()
-
-// noSpan stands in for a span when tracing is off.
-var noSpan trace.Span = noop.Span{}
-
 // startHop starts the client span of one tools/call to an upstream, a
-// child of the caller's span. With tracing off (no provider installed, or
-// the no-op put back) it costs nothing: no tracer, no span, no
-// allocation. The tracer is looked up per call because otel's global
-// tracers stay bound to the first provider ever installed.
+// child of the caller's span. With tracing off it costs nothing: no
+// tracer, no span, no allocation.
 func startHop(ctx context.Context, spec switchboard.ServerSpec, tool string) (context.Context, trace.Span) {
-	tp := otel.GetTracerProvider()
-	if _, off := tp.(noop.TracerProvider); off || tp == unsetProvider {
-		return ctx, noSpan
+	tr := otelspan.Tracer(tracerName)
+	if tr == nil {
+		return ctx, otelspan.None
 	}
-	ctx, span := tp.Tracer(tracerName).Start(ctx, "upstream "+spec.Name+" tools/call", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tr.Start(ctx, "upstream "+spec.Name+" tools/call", trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return ctx, span
 	}
