@@ -93,11 +93,18 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	defer context.AfterFunc(e.life, cancel)()
 
 	backoff := e.backoff
+	var last error // the previous attempt's failure
 	for attempt := 1; ; attempt++ {
 		wait, err := e.post(ctx, body)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil && last != nil {
+			// The deadline ended a retry: the collector's own answer
+			// says more than "deadline exceeded".
+			return e.ctxErr(ctx, last)
+		}
+		last = err
 		if wait < 0 { // not worth retrying
 			return err
 		}
