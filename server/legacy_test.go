@@ -118,13 +118,8 @@ func TestMaxSessions(t *testing.T) {
 	s := New(fakeGateway{cat: switchboard.NewCatalog(1, nil)}, Options{MaxSessions: 2})
 	defer s.Shutdown(context.Background())
 	h := s.Handler()
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for i, want := range []int{200, 200, 503} {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(init))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		rec := initializeOn(h)
 		if rec.Code != want {
 			t.Fatalf("initialize %d: %d, want %d: %s", i, rec.Code, want, rec.Body)
 		}
@@ -142,13 +137,8 @@ func TestMaxProjectSessions(t *testing.T) {
 		OpenSessions: func() int { return shared }})
 	defer s.Shutdown(context.Background())
 	h := s.Handler()
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for i, want := range []int{200, 503} {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(init))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		rec := initializeOn(h)
 		if rec.Code != want {
 			t.Fatalf("initialize %d: %d, want %d: %s", i, rec.Code, want, rec.Body)
 		}
@@ -346,4 +336,14 @@ func TestCallLogsCarryRequestAndSession(t *testing.T) {
 	if m := logs.callLogLine(t, "call-legacy"); m["session_id"] != legacyID {
 		t.Errorf("legacy call logged with session_id %v, want %s", m["session_id"], legacyID)
 	}
+}
+
+// initializeOn sends one initialize POST to h and returns the answer.
+func initializeOn(h http.Handler) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
 }
