@@ -73,6 +73,8 @@ type Options struct {
 	TokensChanged func(project string)
 	MaxBodyBytes  int64 // default 4 MiB
 	Logger        *slog.Logger
+	// Hosted serves the hosted-server routes; nil answers them 503.
+	Hosted Hosted
 }
 
 // API serves /api/v1/.
@@ -136,7 +138,7 @@ func New(opts Options) *API {
 
 func (a *API) routes() []route {
 	const p = "/api/v1/projects/{project}"
-	return []route{
+	return append([]route{
 		{method: "GET", path: "/api/v1/openapi.json", public: true, fn: a.openAPI},
 		{method: "GET", path: "/api/v1/projects", fn: a.listProjects},
 		{method: "POST", path: "/api/v1/projects", fn: a.createProject},
@@ -159,7 +161,7 @@ func (a *API) routes() []route {
 		{method: "GET", path: p + "/tools", fn: a.listTools},
 		{method: "GET", path: p + "/status", fn: a.status},
 		{method: "GET", path: p + "/tool-calls", fn: a.listToolCalls},
-	}
+	}, a.hostedRoutes()...)
 }
 
 // methods dispatches one path by method: 405 with Allow and the JSON
