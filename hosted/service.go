@@ -299,6 +299,29 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	s.sups[row.ID] = sup
 	s.mu.Unlock()
 	sup.start(id)
+	// The engine checks some things (the network, the runtime) only at
+	// start: a container that cannot start fails the registration.
+	var startErr error
+	select {
+	case startErr = <-sup.first:
+	case <-ctx.Done():
+		startErr = ctx.Err()
+	}
+	if startErr != nil {
+		s.mu.Lock()
+		delete(s.sups, row.ID)
+		s.mu.Unlock()
+		sup.close(s.timing.StopTimeout)
+		bg := context.WithoutCancel(ctx)
+		s.cleanup(bg, row.ID, p, false)
+		if derr := s.st.DeleteWorkspace(bg, row.ID); derr != nil {
+			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
+		}
+		if errors.Is(startErr, switchboard.ErrNotFound) || errors.Is(startErr, switchboard.ErrInvalid) {
+			return switchboard.HostedStatus{}, invalid("hosted server %q: the container could not start: %s", p.reg.Name, switchboard.Message(startErr))
+		}
+		return switchboard.HostedStatus{}, startErr
+	}
 	s.opts.Changed(ctx, project)
 	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
 	return sup.status(), nil
@@ -666,4 +689,27 @@ func (s *Service) Close(ctx context.Context) error {
 	s.cancel()
 	s.wg.Wait()
 	return nil
+}
+
+// WaitStatus waits until cond holds for a server's status (checked at
+// every state change), or ctx ends. Errors: ErrNotFound, ErrTimeout.
+func (s *Service) WaitStatus(ctx context.Context, project, ref string, cond func(switchboard.HostedStatus) bool) (switchboard.HostedStatus, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	for {
+		sup.mu.Lock()
+		ch := sup.changed
+		sup.mu.Unlock()
+		st := sup.status()
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, switchboard.Errorf(switchboard.ErrTimeout, "hosted server %q: still %s (%s)", sup.plan.reg.Name, st.Status, st.LastError)
+		}
+	}
 }

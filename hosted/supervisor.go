@@ -68,6 +68,9 @@ type supervisor struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	restart chan chan error
+	// first hears the outcome of the first start attempt (Register waits
+	// for it so a container that cannot start fails the registration).
+	first chan error
 	// removeOnExit: the loop removes the container when it ends (always,
 	// see Service.Start: a restarted gateway recreates rather than adopts).
 	stopTimeout time.Duration
@@ -97,7 +100,7 @@ func newSupervisor(svc *Service, row switchboard.Workspace, p plan) *supervisor 
 	return &supervisor{
 		svc: svc, id: row.ID, project: row.ProjectID, plan: p,
 		log: svc.log.With("project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID),
-		ctx: ctx, cancel: cancel, restart: make(chan chan error),
+		ctx: ctx, cancel: cancel, restart: make(chan chan error), first: make(chan error, 1),
 		stopTimeout: svc.timing.ShutdownTimeout,
 		state:       switchboard.HostedStarting, changed: make(chan struct{}),
 	}
@@ -158,6 +161,10 @@ func (s *supervisor) loop() {
 		}
 		id, err := s.prepare(fresh)
 		if err != nil {
+			select {
+			case s.first <- err:
+			default:
+			}
 			s.fail(err)
 			if !s.pause(s.svc.timing.RetryDelay, &fresh) {
 				s.shutdown()
@@ -166,6 +173,10 @@ func (s *supervisor) loop() {
 			continue
 		}
 		exited, err := s.run(id)
+		select {
+		case s.first <- err:
+		default:
+		}
 		if err != nil {
 			s.fail(err)
 			s.removeContainer()

@@ -10,6 +10,10 @@
 //   - seq {"i", "ms"}: records i, sleeping ms meanwhile; its result says
 //     "interleaved" if another seq call ran at the same time
 //   - order {}: the i values of the seq calls so far, in arrival order
+//
+// MCPFIXTURE_EXIT=<code> makes it print a line to stderr and exit with
+// code at once, before serving.
+//
 //   - mute {}: answers, then stops writing anything to stdout (pings and
 //     calls go unanswered) while still reading stdin
 package main
@@ -21,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +52,12 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if code := os.Getenv("MCPFIXTURE_EXIT"); code != "" {
+		// Crash at once, for restart and crash-loop tests.
+		fmt.Fprintln(os.Stderr, "mcpfixture: exiting with code", code, "as asked")
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
 	}
 	fmt.Fprintln(os.Stderr, "mcpfixture: serving on stdio")
 	out := &muteWriter{w: os.Stdout}
