@@ -118,6 +118,7 @@ var cliCommands = []cliCommand{
 	{"tokens revoke", "ID", "Revoke a project token (admin).", (*cli).tokensRevoke},
 	{"history", "[--server S] [--tool T] [--outcome ok|tool_error|error] [--since T] [--limit N] [--cursor C]",
 		"List the project's tool calls, newest first.", (*cli).history},
+	{"reload", "", "Re-read the gateway's servers file (MCP_SERVER_CONFIG), as SIGHUP does (admin).", (*cli).reload},
 }
 
 // cli holds one invocation's streams, global flags and HTTP client.
@@ -973,6 +974,21 @@ func (c *cli) tokensRevoke(cmd cliCommand, args []string) error {
 		return orJSON(c, raw, err)
 	}
 	fmt.Fprintf(c.stdout, "revoked token %s (%s) of project %s\n", t.ID, t.Name, c.project)
+	return nil
+}
+
+func (c *cli) reload(cmd cliCommand, args []string) error {
+	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
+		return err
+	}
+	var res struct {
+		Servers int `json:"servers"`
+	}
+	raw, err := c.api(http.MethodPost, "/reload", struct{}{}, &res)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprintf(c.stdout, "reloaded the servers file: %d servers\n", res.Servers)
 	return nil
 }
 

@@ -154,16 +154,63 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 			byName[s.Name] = s
 		}
 	}
+	admin := a.opts.Access.AllowAdmin(r, "") == nil
 	out := make([]serverJSON, len(recs))
 	for i, rec := range recs {
+		cfg := rec.Config
+		if !admin {
+			cfg = maskConfig(cfg)
+		}
 		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name,
-			Description: rec.Description, Transport: rec.Transport, Config: rec.Config, Enabled: rec.Enabled,
+			Description: rec.Description, Transport: rec.Transport, Config: cfg, Enabled: rec.Enabled,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 		if s, ok := byName[rec.Name]; ok && rec.Enabled {
 			out[i].Status = &s
 		}
 	}
 	return out
+}
+
+// credentialName matches header and environment names whose values are
+// credentials.
+var credentialName = regexp.MustCompile(`(?i)(auth|token|secret|passw|api[-_]?key|apikey|cookie|credential|private[-_]?key|session)`)
+
+// secretRef is a value made only of ${NAME} references and text around
+// them ("Bearer ${API_KEY}"): it holds no credential itself.
+var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
+
+// maskConfig hides literal credentials in a server entry from everyone but
+// the admin: a header or env value under a credential-like name that is
+// not a ${REF} (an admin who pasted "Authorization: Bearer <token>") reads
+// as "[redacted]". References are shown as written; the rest is unchanged.
+func maskConfig(cfg json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(cfg, &m) != nil {
+		return cfg
+	}
+	changed := false
+	for _, key := range []string{"headers", "env"} {
+		var kv map[string]string
+		if raw, ok := m[key]; !ok || json.Unmarshal(raw, &kv) != nil {
+			continue
+		}
+		for k, v := range kv {
+			if credentialName.MatchString(k) && !secretRef.MatchString(v) && v != "" {
+				kv[k] = "[redacted]"
+				changed = true
+			}
+		}
+		b, _ := json.Marshal(kv)
+		m[key] = b
+	}
+	if !changed {
+		return cfg
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return cfg
+	}
+	return b
 }
 
 func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
@@ -290,6 +337,15 @@ func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Removing a stdio server changes what runs on the host (and frees
+	// the secrets it referenced for a project token to set): admin's.
+	rec, err := a.st.GetServer(r.Context(), p, name)
+	if err != nil {
+		return err
+	}
+	if err := a.stdioAllowed(r, rec.Transport); err != nil {
+		return err
+	}
 	if err := a.st.DeleteServer(r.Context(), p, name); err != nil {
 		return err
 	}
@@ -345,6 +401,9 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if err := a.productStdioAllowed(r, p, product, recs); err != nil {
+		return err
+	}
 	out, err := a.st.ImportManifest(r.Context(), p, product, recs)
 	if err != nil {
 		return err
@@ -391,12 +450,49 @@ func (a *API) deleteProduct(w http.ResponseWriter, r *http.Request) error {
 	if !productID.MatchString(product) {
 		return switchboard.Errorf(switchboard.ErrInvalid, "product must be 1-128 letters, digits, '_', '-' or '.', starting with a letter or digit")
 	}
+	if err := a.productStdioAllowed(r, p, product, nil); err != nil {
+		return err
+	}
 	if _, err := a.st.ImportManifest(r.Context(), p, product, nil); err != nil {
 		return err
 	}
 	a.reconcile(r.Context(), p)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// productStdioAllowed: importing next as product's servers removes or
+// replaces the product's stdio servers that next does not keep exactly
+// as they are; like deleting one by hand, that is the admin's.
+func (a *API) productStdioAllowed(r *http.Request, project, product string, next []switchboard.ServerRecord) error {
+	recs, err := a.st.ListServers(r.Context(), project)
+	if err != nil {
+		return err
+	}
+	keep := map[string]json.RawMessage{}
+	for _, n := range next {
+		keep[n.Name] = n.Config
+	}
+	for _, rec := range recs {
+		if rec.ProductID != product || rec.Transport != switchboard.TransportStdio {
+			continue
+		}
+		if cfg, ok := keep[rec.Name]; ok && bytes.Equal(compactJSON(cfg), compactJSON(rec.Config)) {
+			continue
+		}
+		if err := a.opts.Access.AllowCommands(r); err != nil {
+			return switchboard.Errorf(switchboard.ErrForbidden, "product %q holds stdio server %q, which runs a command on the gateway host; replacing or removing it needs the admin token", product, rec.Name)
+		}
+	}
+	return nil
+}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
 }
 
 // ---- secrets (write-only)
@@ -715,5 +811,23 @@ func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// reload re-reads the servers file, as SIGHUP does, without the risk of
+// signalling the wrong process (the pid of `go run` is not the gateway's).
+// Admin only: the file decides what runs on the host.
+func (a *API) reload(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "reloading the servers file"); err != nil {
+		return err
+	}
+	if a.opts.Reload == nil {
+		return switchboard.Errorf(switchboard.ErrUnavailable, "this gateway has no servers file to reload")
+	}
+	n, err := a.opts.Reload(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true, "servers": n})
 	return nil
 }
