@@ -72,6 +72,9 @@ type Config struct {
 	// client started keeps the client's decision.
 	TraceSampleRatio float64 `env:"MCP_SERVER_TRACE_SAMPLE_RATIO" envDefault:"1"`
 
+	// Hosted configures hosted MCP servers (config/hosted.go).
+	Hosted Hosted
+
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
 }
@@ -195,6 +198,7 @@ func (c *Config) validate() []error {
 			bad(p.name, "must be a positive duration such as 30s, got %s", p.d)
 		}
 	}
+	errs = append(errs, c.Hosted.validate()...)
 	if c.ListDebounce < 0 {
 		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
 	}
@@ -369,6 +373,7 @@ func (c Config) LogAttrs() []any {
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
 	}
 }
 
