@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return serveDemo(ctx, os.Stdin, stdout)
 		case "healthcheck":
 			return healthcheck(ctx, getenv)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload":
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "hosted":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
