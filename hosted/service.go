@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -86,7 +87,7 @@ type Service struct {
 	mu     sync.Mutex
 	sups   map[string]*supervisor // by row ID
 	closed bool
-	info   *engine.Info
+	info   atomic.Pointer[engine.Info]
 
 	persistCh chan *supervisor
 	wg        sync.WaitGroup
@@ -445,28 +446,21 @@ func (s *Service) environment(ctx context.Context, project string, p plan) ([]st
 
 // engineInfo caches the engine's Info (disk quota support, runtimes).
 func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
-	s.mu.Lock()
-	if s.info != nil {
-		defer s.mu.Unlock()
-		return *s.info, nil
+	if info := s.info.Load(); info != nil {
+		return *info, nil
 	}
-	s.mu.Unlock()
 	info, err := s.eng.Info(ctx)
 	if err != nil {
 		return engine.Info{}, err
 	}
-	s.mu.Lock()
-	s.info = &info
-	s.mu.Unlock()
+	s.info.Store(&info)
 	return info, nil
 }
 
 // limits reports a plan's effective limits.
 func (s *Service) limits(p plan) switchboard.HostedEffectiveLimits {
 	l := switchboard.HostedEffectiveLimits{CPU: float64(p.nanoCPUs) / 1e9, MemoryBytes: p.memoryBytes, DiskBytes: p.diskBytes, Pids: DefaultPids}
-	s.mu.Lock()
-	info := s.info
-	s.mu.Unlock()
+	info := s.info.Load()
 	switch {
 	case info == nil:
 		l.DiskNote = "unknown until the engine answers"

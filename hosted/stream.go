@@ -10,8 +10,20 @@ import (
 
 // spec is the upstream spec the project's manager gets for this server.
 func (s *supervisor) spec() switchboard.ServerSpec {
-	return switchboard.ServerSpec{Name: s.plan.reg.Name, Transport: switchboard.TransportHosted,
+	spec := switchboard.ServerSpec{Name: s.plan.reg.Name, Transport: switchboard.TransportHosted,
 		ToolPrefix: s.plan.reg.ToolPrefix, CallTimeout: s.plan.callTimeout}
+	if !s.plan.stdio {
+		// An HTTP server in a container is an ordinary remote upstream at
+		// the container's address, known once it runs.
+		spec.Transport = switchboard.TransportStreamableHTTP
+		s.mu.Lock()
+		spec.URL = s.url
+		s.mu.Unlock()
+		if spec.URL == "" {
+			spec.Err = switchboard.Errorf(switchboard.ErrUnavailable, "hosted server %q: its container is not running yet", spec.Name)
+		}
+	}
+	return spec
 }
 
 // Opener returns project's stream opener for its upstreams manager.

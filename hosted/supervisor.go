@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"regexp"
 	"slices"
 	"strings"
@@ -93,6 +95,7 @@ type supervisor struct {
 	changed     chan struct{} // closed and replaced on every state change
 	env         []string      // resolved environment, for redaction
 	runtime     string
+	url         string // stdio_bridge false: the container's MCP endpoint
 }
 
 func newSupervisor(svc *Service, row switchboard.Workspace, p plan) *supervisor {
@@ -256,11 +259,28 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	url := ""
+	if !s.plan.stdio {
+		state, err := e.Inspect(ctx, id)
+		if err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+		if state.IP == "" {
+			_ = st.Close()
+			return nil, invalid("hosted server %q: the container has no IP address on network %q to reach port %d", s.plan.reg.Name, s.plan.reg.Network, s.plan.reg.Port)
+		}
+		url = fmt.Sprintf("http://%s%s", net.JoinHostPort(state.IP, strconv.Itoa(s.plan.reg.Port)), s.plan.reg.Path)
+	}
 	s.mu.Lock()
+	s.url = url
 	if s.stream != nil {
 		_ = s.stream.Close()
 	}
 	s.stream, s.streamTaken = st, false
+	if !s.plan.stdio {
+		s.streamTaken = true // kept for stderr only
+	}
 	s.gen++
 	s.startedAt = time.Now()
 	s.lastErr = ""
@@ -277,20 +297,47 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 // connect initializes the server through the project's manager, so its
 // tools are listed without waiting for a client to ask.
 func (s *supervisor) connect() {
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, s.svc.timing.ConnectTimeout)
+	defer cancel()
 	if !s.plan.stdio {
-		return
+		// The manager reaches it by URL: give it the new address first.
+		s.svc.opts.Changed(ctx, s.project)
 	}
 	up, err := s.svc.upstreams(s.project)
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.svc.timing.ConnectTimeout)
-	defer cancel()
-	if err := up.Connect(ctx, s.plan.reg.Name); err != nil && s.ctx.Err() == nil {
+	err = connectRetry(ctx, up, s.plan.reg.Name, !s.plan.stdio)
+	if err == nil && !s.plan.stdio {
+		s.initialized(gen)
+	}
+	if err != nil && s.ctx.Err() == nil {
 		s.mu.Lock()
 		s.lastErr = s.redact(switchboard.Message(err))
 		s.mu.Unlock()
 		s.log.Warn("hosted server did not initialize", "err", err)
+	}
+}
+
+// connectRetry connects server name; an HTTP server may take a moment to
+// listen after its container starts, so its refused connections are
+// retried until ctx ends.
+func connectRetry(ctx context.Context, up Upstreams, name string, retry bool) error {
+	for {
+		err := up.Connect(ctx, name)
+		if err == nil || !retry || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
 	}
 }
 
