@@ -707,3 +707,16 @@ func (s *Service) WaitStatus(ctx context.Context, project, ref string, cond func
 		}
 	}
 }
+
+// All reports every hosted server of every project, without usage (for
+// metrics).
+func (s *Service) All() []switchboard.HostedStatus {
+	s.mu.Lock()
+	sups := slices.Collect(maps.Values(s.sups))
+	s.mu.Unlock()
+	out := make([]switchboard.HostedStatus, 0, len(sups))
+	for _, sup := range sups {
+		out = append(out, sup.status())
+	}
+	return out
+}
