@@ -559,6 +559,7 @@ type apiServer struct {
 	Transport string          `json:"transport"`
 	Enabled   bool            `json:"enabled"`
 	Config    json.RawMessage `json:"config"`
+	Source    string          `json:"source"`
 	Status    *struct {
 		State string `json:"state"`
 		Tools int    `json:"tools"`
@@ -602,14 +603,14 @@ func (c *cli) serversLs(cmd cliCommand, args []string) error {
 	for _, s := range out.Servers {
 		products = products || s.ProductID != ""
 	}
-	header := []string{"NAME", "TRANSPORT", "STATE", "TOOLS", "PROBLEM"}
+	header := []string{"NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "PROBLEM"}
 	if products {
 		header = append(header, "PRODUCT")
 	}
 	rows := make([][]string, 0, len(out.Servers))
 	for _, s := range out.Servers {
 		state, tools, problem := s.state()
-		row := []string{s.Name, s.Transport, state, tools, firstLine(problem)}
+		row := []string{s.Name, cmp.Or(s.Source, "api"), s.Transport, state, tools, firstLine(problem)}
 		if products {
 			row = append(row, s.ProductID)
 		}

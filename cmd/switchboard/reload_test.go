@@ -23,6 +23,20 @@ func TestReloadCommand(t *testing.T) {
 	if out := r.ok("tools", "ls"); !strings.Contains(out, "b_echo") {
 		t.Errorf("the reloaded file's server is not served:\n%s", out)
 	}
+	// servers ls lists what the file configures, marked as the file's.
+	if out := r.ok("servers", "ls"); !hasRow(out, "a", "file", "stdio") || !hasRow(out, "b", "file", "stdio") {
+		t.Errorf("servers ls on default does not list the file's servers:\n%s", out)
+	}
+	var list struct {
+		Servers []struct {
+			Name     string `json:"name"`
+			Source   string `json:"source"`
+			ReadOnly bool   `json:"read_only"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(r.ok("servers", "ls", "--json")), &list); err != nil || len(list.Servers) != 2 || !list.Servers[0].ReadOnly || list.Servers[0].Source != "file" {
+		t.Errorf("servers ls --json = %+v (%v)", list, err)
+	}
 
 	out := r.ok("reload", "--json")
 	var res struct {

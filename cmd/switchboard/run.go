@@ -277,12 +277,21 @@ func openStore(ctx context.Context, cfg config.Config) (switchboard.Store, error
 	if err != nil {
 		return nil, fmt.Errorf("store (%s): %w", cfg.StoreDescription(), err)
 	}
-	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default", Description: "servers from MCP_SERVER_CONFIG"}); err != nil && !errors.Is(err, switchboard.ErrConflict) {
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default", Description: defaultDescription}); err != nil && !errors.Is(err, switchboard.ErrConflict) {
 		_ = st.Close()
 		return nil, fmt.Errorf("store (%s): creating the default project: %w", cfg.StoreDescription(), err)
 	}
+	// Earlier versions described it by the servers file alone, which was
+	// wrong without one; a description the user set is left alone.
+	if p, err := st.GetProject(ctx, "default"); err == nil && p.Description == "servers from MCP_SERVER_CONFIG" {
+		p.Description = defaultDescription
+		_, _ = st.UpdateProject(ctx, p)
+	}
 	return st, nil
 }
+
+// defaultDescription describes the default project however it is fed.
+const defaultDescription = "the gateway's own project (/mcp): the servers file or built-in demo, then its stored servers"
 
 // checkKey refuses a key under which not one stored secret decrypts while
 // some were sealed under another key: a replica started without the

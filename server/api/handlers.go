@@ -144,6 +144,12 @@ type serverJSON struct {
 	CreatedAt   time.Time                 `json:"created_at"`
 	UpdatedAt   time.Time                 `json:"updated_at"`
 	Status      *switchboard.ServerStatus `json:"status,omitempty"`
+	// Source says where the server comes from: "api" (a stored row this
+	// API manages), "file" (the servers file), "built-in" (the demo or the
+	// gateway's own tools) or "hosted" (a container the hosted API
+	// manages). Only "api" rows can be changed here (ReadOnly otherwise).
+	Source   string `json:"source"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // withStatus renders records with the live status of the enabled ones.
@@ -161,7 +167,7 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 		if !admin {
 			cfg = maskConfig(cfg)
 		}
-		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name,
+		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name, Source: "api",
 			Description: rec.Description, Transport: rec.Transport, Config: cfg, Enabled: rec.Enabled,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 		if s, ok := byName[rec.Name]; ok && rec.Enabled {
@@ -219,7 +225,31 @@ func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, recs)})
+	out := a.withStatus(r, p, recs)
+	// Then every server the project serves that the store does not hold:
+	// the servers file (or the built-in demo), the gateway's own tools and
+	// hosted containers, read-only here, in the order status lists them.
+	stored := map[string]bool{}
+	for _, rec := range recs {
+		stored[rec.Name] = true
+	}
+	if st, err := a.opts.Projects.Status(r.Context(), p); err == nil {
+		for _, s := range st {
+			if stored[s.Name] {
+				continue
+			}
+			src := "built-in"
+			switch {
+			case s.Transport == switchboard.TransportHosted:
+				src = "hosted"
+			case a.opts.Projects.FileServer(p, s.Name) && a.opts.Reload != nil:
+				src = "file"
+			}
+			s := s
+			out = append(out, serverJSON{ProjectID: p, Name: s.Name, Transport: s.Transport, Enabled: true, Source: src, ReadOnly: true, Status: &s})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": out})
 	return nil
 }
 
