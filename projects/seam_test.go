@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/secrets"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 	"github.com/switchboard-mcp/switchboard/upstreams"
@@ -90,7 +91,10 @@ func TestProjectSeam(t *testing.T) {
 		},
 	})
 	defer h.Close(ctx)
-	if err := h.Start(ctx, nil); err != nil {
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: Default}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx, []switchboard.ServerSpec{{Name: "box", Transport: switchboard.TransportHosted}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "p"}); err != nil {
@@ -117,9 +121,12 @@ func TestProjectSeam(t *testing.T) {
 	if _, err := h.Manager(ctx, "nope"); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("Manager(unknown) = %v, want ErrNotFound", err)
 	}
-	// The project's stream opener serves its hosted servers.
-	m.Apply(ctx, []switchboard.ServerSpec{{Name: "box", Transport: switchboard.TransportHosted}})
-	if err := m.Connect(ctx, "box"); err == nil || !strings.Contains(switchboard.Message(err), "no streams in project p for box") {
+	// Each project's stream opener serves its hosted servers.
+	dm, err := h.Manager(ctx, Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dm.Connect(ctx, "box"); err == nil || !strings.Contains(switchboard.Message(err), "no streams in project default for box") {
 		t.Fatalf("Connect(box) = %v, want the project's opener's error", err)
 	}
 	// SetBuiltin replaces the project's builtin; clients see the new tool.
@@ -145,5 +152,58 @@ func TestProjectSeam(t *testing.T) {
 	defer mu.Unlock()
 	if len(ended) != 1 || ended[0] != "p "+sid {
 		t.Fatalf("OnSessionEnd calls %q, want [%q]", ended, "p "+sid)
+	}
+}
+
+// pipeOpener serves hosted servers with in-process fixture servers.
+type pipeOpener struct{}
+
+func (pipeOpener) OpenStream(context.Context, switchboard.ServerSpec) (upstreams.Stream, error) {
+	return mcptest.NewPipe(mcptest.Options{}), nil
+}
+
+// A hosted server's call that times out answers the client -32603 naming
+// the server and the timeout; the connection stays and serves the next.
+func TestHostedTimeoutOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	box, err := secrets.NewBox(make([]byte, secrets.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Store: st, Box: box, Streams: func(string) upstreams.StreamOpener { return pipeOpener{} }})
+	defer h.Close(ctx)
+	spec := switchboard.ServerSpec{Name: "box", Transport: switchboard.TransportHosted, CallTimeout: 100 * time.Millisecond}
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: Default}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx, []switchboard.ServerSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler(http.NotFoundHandler()))
+	defer srv.Close()
+	url := srv.URL + "/mcp"
+	resp, _ := post(t, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	_, body := post(t, url, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":60000}}}`)
+	var out struct {
+		Error *switchboard.RPCError `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil || out.Error == nil {
+		t.Fatalf("slow call answered %s", body)
+	}
+	if out.Error.Code != switchboard.CodeInternalError || !strings.Contains(out.Error.Message, `"box"`) || !strings.Contains(out.Error.Message, "100ms") {
+		t.Fatalf("error = %+v, want -32603 naming the server and the timeout", out.Error)
+	}
+	_, body = post(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`)
+	if !strings.Contains(body, "still here") {
+		t.Fatalf("next call answered %s", body)
+	}
+	if s, _ := h.Status(ctx, Default); len(s) != 1 || s[0].State != switchboard.StateReady {
+		t.Fatalf("status = %+v", s)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -39,14 +38,10 @@ type pipeOpener struct {
 	wire        []wireEvent
 	opened      int
 	initialized int
-	servers     sync.WaitGroup
 }
 
 func newPipeOpener(t *testing.T) *pipeOpener {
-	op := &pipeOpener{t: t, entered: make(chan struct{}, 16), release: make(chan struct{})}
-	// Registered before the harness, so it runs after the manager closed.
-	t.Cleanup(op.servers.Wait)
-	return op
+	return &pipeOpener{t: t, entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
 func (op *pipeOpener) OpenStream(ctx context.Context, spec switchboard.ServerSpec) (Stream, error) {
@@ -61,17 +56,10 @@ func (op *pipeOpener) OpenStream(ctx context.Context, spec switchboard.ServerSpe
 				return nil, ctx.Err()
 			}
 		})
-	inR, inW := io.Pipe()   // server's stdin
-	outR, outW := io.Pipe() // server's stdout
-	op.servers.Go(func() {
-		_ = srv.Run(context.Background(), &mcp.IOTransport{Reader: inR, Writer: outW})
-		_ = outW.Close()
-		_ = inR.Close()
-	})
 	op.mu.Lock()
 	op.opened++
 	op.mu.Unlock()
-	return &pipeStream{op: op, r: outR, w: inW}, nil
+	return &pipeStream{op: op, p: mcptest.ServePipe(srv)}, nil
 }
 
 func (op *pipeOpener) record(out bool, line []byte) {
@@ -91,15 +79,15 @@ func (op *pipeOpener) snapshot() (wire []wireEvent, opened, initialized int) {
 	return append([]wireEvent(nil), op.wire...), op.opened, op.initialized
 }
 
+// pipeStream is a fixture server's Pipe that records the wire.
 type pipeStream struct {
 	op      *pipeOpener
-	r       *io.PipeReader
-	w       *io.PipeWriter
+	p       *mcptest.Pipe
 	in, out []byte // partial lines read and written so far
 }
 
 func (s *pipeStream) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
+	n, err := s.p.Read(p)
 	s.in = s.splitLines(false, append(s.in, p[:n]...))
 	return n, err
 }
@@ -108,7 +96,7 @@ func (s *pipeStream) Read(p []byte) (int, error) {
 // is always recorded after its request.
 func (s *pipeStream) Write(p []byte) (int, error) {
 	s.out = s.splitLines(true, append(s.out, p...))
-	return s.w.Write(p)
+	return s.p.Write(p)
 }
 
 func (s *pipeStream) splitLines(out bool, buf []byte) []byte {
@@ -124,11 +112,7 @@ func (s *pipeStream) splitLines(out bool, buf []byte) []byte {
 	}
 }
 
-func (s *pipeStream) Close() error {
-	_ = s.w.Close()
-	_ = s.r.Close()
-	return nil
-}
+func (s *pipeStream) Close() error { return s.p.Close() }
 
 func (s *pipeStream) Stderr() string { return "fixture stderr tail" }
 

@@ -48,7 +48,6 @@ type streamConn struct {
 	log       *slog.Logger
 	wg        sync.WaitGroup
 	closeOnce sync.Once
-	closeErr  error
 }
 
 func newStreamConn(st Stream, stopWait time.Duration, onNote func(string, json.RawMessage), log *slog.Logger) *streamConn {
@@ -62,23 +61,27 @@ func newStreamConn(st Stream, stopWait time.Duration, onNote func(string, json.R
 }
 
 // close detaches from the stream and waits for the reader and writer. A
-// Stream whose Close does not unblock Read is waited for at most stopWait
-// (logged), so a broken stream cannot hold a reload or shutdown.
+// Stream whose Close blocks or does not unblock Read is waited for at most
+// stopWait (and logged), so a broken stream cannot hold a reload or
+// shutdown. Its error is the stream's business (hosted/ logs it).
 func (c *streamConn) close() error {
 	c.closeOnce.Do(func() {
 		c.markDone()
-		c.closeErr = c.st.Close()
 		stopped := make(chan struct{})
-		go func() { c.wg.Wait(); close(stopped) }()
+		go func() {
+			_ = c.st.Close()
+			c.wg.Wait()
+			close(stopped)
+		}()
 		t := time.NewTimer(c.stopWait)
 		defer t.Stop()
 		select {
 		case <-stopped:
 		case <-t.C:
-			c.log.Warn("hosted stream still blocked after Close; abandoning its reader")
+			c.log.Warn("hosted stream did not close within the stop timeout; abandoning it")
 		}
 	})
-	return c.closeErr
+	return nil
 }
 
 // stderr returns the stream's stderr tail, if it offers one.

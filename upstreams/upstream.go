@@ -767,14 +767,17 @@ func mustJSON(v any) json.RawMessage {
 // status reports the upstream for status endpoints.
 func (u *upstream) status() switchboard.ServerStatus {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	st := switchboard.ServerStatus{Name: u.spec.Name, Transport: u.spec.Transport, State: u.state,
 		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed}
 	if u.state == switchboard.StateFailed && u.breaker.State() == gobreaker.StateOpen {
 		st.State = switchboard.StateUnavailable
 	}
-	if u.stderr != nil {
-		st.Stderr = u.stderr()
+	stderr := u.stderr
+	u.mu.Unlock()
+	// Outside the lock: a hosted stream's Stderr may have to ask its
+	// container, and calls must not wait on that.
+	if stderr != nil {
+		st.Stderr = stderr()
 	}
 	return st
 }
