@@ -490,8 +490,13 @@ func (h *Hub) Manager(ctx context.Context, id string) (*upstreams.Manager, error
 // (upstreams.Manager.SetBuiltin). A project without a runtime on this
 // replica is left alone: Options.Builtins applies when it is created.
 func (h *Hub) SetBuiltin(id, name string, b upstreams.Builtin) {
-	if rt := h.runtime(id, false); rt != nil {
-		rt.mgr.SetBuiltin(name, b)
+	rt := h.runtime(id, false)
+	if rt == nil {
+		return
+	}
+	rt.mgr.SetBuiltin(name, b)
+	if b == nil && h.opts.OnRemoved != nil {
+		h.opts.OnRemoved(id, name) // its state reports end, as for a removed server
 	}
 }
 

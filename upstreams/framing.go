@@ -43,19 +43,16 @@ type framer struct {
 	doneCh   chan struct{}
 	doneOnce sync.Once
 
-	// queue, when set, serializes calls in arrival order: one request is
-	// on the wire at a time, the next written only after the previous one
-	// got its response, timed out or was cancelled.
-	queue *fifo
+	// serial is set when the owner writes one request at a time (a hosted
+	// server: see upstream.takeTurn). A call that gives up then queues its
+	// cancellation notice before returning, so the notice reaches the
+	// server ahead of the next caller's request.
+	serial bool
 }
 
 func newFramer(w io.Writer, serial bool, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
-	f := &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64),
-		pending: map[string]chan message{}, doneCh: make(chan struct{})}
-	if serial {
-		f.queue = newFIFO()
-	}
-	return f
+	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64),
+		pending: map[string]chan message{}, doneCh: make(chan struct{}), serial: serial}
 }
 
 // markDone records that the connection is lost for good: calls waiting
@@ -189,15 +186,8 @@ func (f *framer) writeLoop() {
 }
 
 // call sends a request and waits for its response, its ctx or the loss of
-// the connection. On a serial framer it first waits for its turn; a caller
-// whose ctx ends while waiting leaves without writing anything.
+// the connection.
 func (f *framer) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	if f.queue != nil {
-		if err := f.queue.acquire(ctx, f.doneCh); err != nil {
-			return nil, err
-		}
-		defer f.queue.release()
-	}
 	id := strconv.FormatInt(f.nextID.Add(1), 10)
 	ch := make(chan message, 1)
 	f.mu.Lock()
@@ -247,7 +237,7 @@ func (f *framer) call(ctx context.Context, method string, params any) (json.RawM
 		// goes in the background, so a server that stopped reading cannot
 		// delay the caller past its deadline.
 		cancelled := map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)}
-		if f.queue != nil {
+		if f.serial {
 			nctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			_ = f.notify(nctx, "notifications/cancelled", cancelled)
 			cancel()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ type pipeOpener struct {
 	mu          sync.Mutex
 	wire        []wireEvent
 	opened      int
+	closed      int
 	initialized int
 }
 
@@ -81,9 +83,10 @@ func (op *pipeOpener) snapshot() (wire []wireEvent, opened, initialized int) {
 
 // pipeStream is a fixture server's Pipe that records the wire.
 type pipeStream struct {
-	op      *pipeOpener
-	p       *mcptest.Pipe
-	in, out []byte // partial lines read and written so far
+	op        *pipeOpener
+	p         *mcptest.Pipe
+	in, out   []byte // partial lines read and written so far
+	closeOnce sync.Once
 }
 
 func (s *pipeStream) Read(p []byte) (int, error) {
@@ -112,7 +115,20 @@ func (s *pipeStream) splitLines(out bool, buf []byte) []byte {
 	}
 }
 
-func (s *pipeStream) Close() error { return s.p.Close() }
+func (s *pipeStream) Close() error {
+	s.closeOnce.Do(func() {
+		s.op.mu.Lock()
+		s.op.closed++
+		s.op.mu.Unlock()
+	})
+	return s.p.Close()
+}
+
+func (op *pipeOpener) open() int {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.opened - op.closed
+}
 
 func (s *pipeStream) Stderr() string { return "fixture stderr tail" }
 
@@ -462,5 +478,45 @@ func TestFIFOHandsOverInOrder(t *testing.T) {
 	}
 	if held, waiting, _ := q.state(); held || waiting != 0 {
 		t.Fatalf("after all: held %v, waiting %d", held, waiting)
+	}
+}
+
+// Removing a hosted server closes its stream; Close closes the rest and
+// leaves no goroutine behind (builtins included).
+func TestHostedAndBuiltinClose(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	op := newPipeOpener(t)
+	opts := testOptions()
+	opts.Streams = op
+	h := newHarness(t, opts)
+	h.apply(prefixed(hostedSpec("a"), "a_"), prefixed(hostedSpec("b"), "b_"))
+	h.m.SetBuiltin("sandbox", newFakeBuiltin())
+	for _, tool := range []string{"a_echo", "b_echo", "whoami"} {
+		if _, err := h.call(tool, `{"text":"x"}`); err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+	}
+	if n := op.open(); n != 2 {
+		t.Fatalf("%d streams open, want 2", n)
+	}
+	h.apply(prefixed(hostedSpec("b"), "b_"))
+	if n := op.open(); n != 1 {
+		t.Fatalf("after removing a: %d streams open, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := h.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := op.open(); n != 0 {
+		t.Fatalf("after Close: %d streams open", n)
+	}
+	pollUntil(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
+	if _, err := h.call("whoami", `{}`); err == nil {
+		t.Fatal("builtin call after Close succeeded")
+	}
+	h.m.SetBuiltin("late", newFakeBuiltin()) // after Close: nothing happens
+	if len(h.m.Status()) != 0 {
+		t.Fatalf("status after Close: %+v", h.m.Status())
 	}
 }

@@ -38,9 +38,10 @@ type StreamOpener interface {
 	OpenStream(ctx context.Context, spec switchboard.ServerSpec) (Stream, error)
 }
 
-// streamConn runs the shared framer over a Stream. Calls on it are
-// serialized in arrival order: a hosted server's stdio is one pipe, and
-// servers written for stdio commonly handle one request at a time.
+// streamConn runs the shared framer over a Stream. Its upstream writes
+// one request at a time, in arrival order (upstream.takeTurn): a hosted
+// server's stdio is one pipe, and servers written for stdio commonly
+// handle one request at a time.
 type streamConn struct {
 	*framer
 	st        Stream
