@@ -322,6 +322,12 @@ func TestHostedRequestAndConnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 
+	if _, err := h.m.Request(ctx, "box", "ping", nil); !errors.Is(err, switchboard.ErrUnavailable) {
+		t.Fatalf("Request before Connect = %v, want ErrUnavailable (Request never connects)", err)
+	}
+	if _, opened, _ := op.snapshot(); opened != 0 {
+		t.Fatalf("Request opened a stream")
+	}
 	if err := h.m.Connect(ctx, "nope"); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("Connect(unknown) = %v, want ErrNotFound", err)
 	}

@@ -44,14 +44,16 @@ func (m *Manager) Connect(ctx context.Context, name string) error {
 }
 
 // Request sends any JSON-RPC request (method, with params: a JSON object,
-// or nil for none) through server name's connection, connecting it first
-// if needed, and returns the raw result. On a hosted server it waits its
-// turn like a call. It is bounded by ctx and by the server's call timeout.
-// A JSON-RPC error from the server comes back as *switchboard.RPCError;
-// other errors wrap ErrNotFound (no such server), ErrInvalid (params not
-// JSON), ErrUnavailable, ErrTimeout, ErrCanceled or ErrConfig. It is for
-// the hosted /call admin endpoint and the idle ping heartbeat: client
-// tool calls go through Call.
+// or nil for none) through server name's current connection and returns
+// the raw result. It never connects: a server that is not connected gets
+// ErrUnavailable, so a heartbeat cannot restart a server stopped for
+// idleness; call Connect first to connect on purpose. On a hosted server
+// it waits its turn like a call. It is bounded by ctx and by the server's
+// call timeout. A JSON-RPC error from the server comes back as
+// *switchboard.RPCError; other errors wrap ErrNotFound (no such server),
+// ErrInvalid (params not JSON), ErrUnavailable, ErrTimeout or ErrCanceled.
+// It is for the hosted /call admin endpoint and the idle ping heartbeat:
+// client tool calls go through Call.
 func (m *Manager) Request(ctx context.Context, name, method string, params json.RawMessage) (json.RawMessage, error) {
 	u, err := m.server(name)
 	if err != nil {
@@ -82,9 +84,9 @@ func (m *Manager) Request(ctx context.Context, name, method string, params json.
 		return nil, u.callErr(ctx, "method", method, timeout, err)
 	}
 	defer u.endTurn()
-	c, err := u.ensure(ctx)
-	if err != nil {
-		return nil, u.callErr(ctx, "method", method, timeout, err)
+	c := u.live()
+	if c == nil {
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q is not connected", u.spec.Name)
 	}
 	res, err := c.call(ctx, method, p)
 	if errors.Is(err, errSessionLost) {
@@ -98,6 +100,21 @@ func (m *Manager) Request(ctx context.Context, name, method string, params json.
 		return nil, u.callErr(ctx, "method", method, timeout, err)
 	}
 	return res, nil
+}
+
+// live returns the upstream's connection if it has a live one.
+func (u *upstream) live() conn {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.conn == nil {
+		return nil
+	}
+	select {
+	case <-u.conn.done():
+		return nil // the watcher records the loss
+	default:
+		return u.conn
+	}
 }
 
 // Busy reports whether a call or request is in flight on server name
