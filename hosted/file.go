@@ -23,6 +23,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	var errs []error
+	var started []*supervisor
 	want := map[string]bool{}
 	for _, reg := range regs {
 		reg.Origin = "file"
@@ -61,7 +62,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 				continue
 			}
 			old.close(s.timing.StopTimeout)
-			s.replace(row, p)
+			started = append(started, s.install(row, p))
 			s.log.Info("hosted server of the servers file changed; new container", "server", p.reg.Name)
 		default:
 			row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
@@ -70,7 +71,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 				errs = append(errs, err)
 				continue
 			}
-			s.replace(row, p)
+			started = append(started, s.install(row, p))
 			s.log.Info("hosted server of the servers file added", "server", p.reg.Name)
 		}
 	}
@@ -93,26 +94,31 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 		s.log.Info("hosted server removed from the servers file; its volumes are kept", "server", sup.plan.reg.Name)
 	}
 	s.opts.Changed(ctx, project)
+	for _, sup := range started {
+		if sup == nil {
+			continue
+		}
+		if s.eng == nil {
+			sup.fail(s.errNoEngine())
+			continue
+		}
+		sup.start("", nil)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("hosted servers of the servers file: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// replace installs and starts a supervisor for row (a new one, or the
-// successor of a closed one).
-func (s *Service) replace(row switchboard.Workspace, p plan) {
+// install puts a supervisor for row in place (a new one, or the
+// successor of a closed one) without starting it; nil after Close.
+func (s *Service) install(row switchboard.Workspace, p plan) *supervisor {
 	sup := newSupervisor(s, row, p)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.sups[row.ID] = sup
-	s.mu.Unlock()
-	if s.eng == nil {
-		sup.fail(s.errNoEngine())
-		return
-	}
-	sup.start("")
+	return sup
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/hosted"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
+	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
 const fixturePkg = "github.com/switchboard-mcp/switchboard/internal/mcptest/mcpfixture"
@@ -26,6 +27,7 @@ type env struct {
 	svc     *hosted.Service
 	secrets map[string]string
 	opts    hosted.Options
+	mgr     *upstreams.Manager
 }
 
 // fastTiming keeps every delay short; tests set what they look at.
@@ -63,10 +65,16 @@ func newEnv(t *testing.T, eng *engine.Engine, st *sqlite.Store, timing hosted.Ti
 	return e
 }
 
-// start makes and starts the service; t.Cleanup closes it.
+// start makes and starts the service with a project manager that serves
+// its servers (as the hub does); t.Cleanup closes both.
 func (e *env) start() *hosted.Service {
 	e.t.Helper()
+	e.opts.Upstreams = func(string) (hosted.Upstreams, error) { return e.mgr, nil }
+	e.opts.Changed = func(ctx context.Context, _ string) { e.mgr.Apply(ctx, e.svc.Specs("default")) }
 	e.svc = hosted.New(e.opts)
+	e.mgr = upstreams.New(upstreams.Options{Version: "test", Streams: e.svc.Opener("default"), ConnectTimeout: 20 * time.Second})
+	mgr := e.mgr
+	e.t.Cleanup(func() { _ = mgr.Close(context.Background()) })
 	if err := e.svc.Start(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}

@@ -186,15 +186,21 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.sups[row.ID] = sup
 		s.mu.Unlock()
+		projects[row.ProjectID] = true
+	}
+	// The managers know the servers before they start.
+	for p := range projects {
+		s.opts.Changed(ctx, p)
+	}
+	s.mu.Lock()
+	sups := slices.Collect(maps.Values(s.sups))
+	s.mu.Unlock()
+	for _, sup := range sups {
 		if s.eng == nil {
 			sup.fail(s.errNoEngine())
 			continue
 		}
-		sup.start("")
-		projects[row.ProjectID] = true
-	}
-	for p := range projects {
-		s.opts.Changed(ctx, p)
+		sup.start("", nil)
 	}
 	return nil
 }
@@ -282,7 +288,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
-	id, _, err := s.create(ctx, project, row.ID, p)
+	id, env, err := s.create(ctx, project, row.ID, p)
 	if err != nil {
 		s.cleanup(context.WithoutCancel(ctx), row.ID, p, false)
 		if derr := s.st.DeleteWorkspace(context.WithoutCancel(ctx), row.ID); derr != nil {
@@ -299,7 +305,8 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	s.sups[row.ID] = sup
 	s.mu.Unlock()
-	sup.start(id)
+	s.opts.Changed(ctx, project) // the manager knows the server before it starts
+	sup.start(id, env)
 	// The engine checks some things (the network, the runtime) only at
 	// start: a container that cannot start fails the registration.
 	var startErr error
@@ -318,12 +325,12 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		if derr := s.st.DeleteWorkspace(bg, row.ID); derr != nil {
 			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
 		}
+		s.opts.Changed(bg, project)
 		if errors.Is(startErr, switchboard.ErrNotFound) || errors.Is(startErr, switchboard.ErrInvalid) {
 			return switchboard.HostedStatus{}, invalid("hosted server %q: the container could not start: %s", p.reg.Name, switchboard.Message(startErr))
 		}
 		return switchboard.HostedStatus{}, startErr
 	}
-	s.opts.Changed(ctx, project)
 	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
 	return sup.status(), nil
 }

@@ -112,9 +112,9 @@ func newSupervisor(svc *Service, row switchboard.Workspace, p plan) *supervisor 
 // start runs the supervisor; containerID, when set, is a container
 // already created for it (Register creates the first one synchronously so
 // a bad registration fails at once).
-func (s *supervisor) start(containerID string) {
+func (s *supervisor) start(containerID string, env []string) {
 	s.mu.Lock()
-	s.containerID = containerID
+	s.containerID, s.env = containerID, env
 	s.mu.Unlock()
 	s.wg.Go(s.loop)
 	if s.svc.timing.Heartbeat > 0 && s.plan.stdio {
@@ -323,12 +323,14 @@ func (s *supervisor) connect() {
 }
 
 // connectRetry connects server name; an HTTP server may take a moment to
-// listen after its container starts, so its refused connections are
-// retried until ctx ends.
+// listen after its container starts, so with retry its refused
+// connections are retried until ctx ends.
 func connectRetry(ctx context.Context, up Upstreams, name string, retry bool) error {
 	for {
 		err := up.Connect(ctx, name)
-		if err == nil || !retry || ctx.Err() != nil {
+		// ErrNotFound: the manager has not been given the spec yet (a
+		// registration in progress applies it right after).
+		if err == nil || !(retry || errors.Is(err, switchboard.ErrNotFound)) || ctx.Err() != nil {
 			return err
 		}
 		t := time.NewTimer(200 * time.Millisecond)
@@ -560,10 +562,12 @@ func (s *supervisor) heartbeat() {
 		cancel()
 		var rpcErr *switchboard.RPCError
 		answered := err == nil || errors.As(err, &rpcErr)
+		// Only silence counts: a lost connection is the exit watcher's.
+		silent := errors.Is(err, switchboard.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 		s.mu.Lock()
 		if gen == s.gen {
 			switch {
-			case !answered && s.state == switchboard.HostedRunning && s.ctx.Err() == nil:
+			case silent && s.state == switchboard.HostedRunning && s.ctx.Err() == nil:
 				s.warning = fmt.Sprintf("did not answer ping within %s at %s; not restarted", s.svc.timing.PingTimeout, time.Now().UTC().Format(time.RFC3339))
 				s.setLocked(switchboard.HostedUnresponsive)
 				s.log.Warn("hosted server unresponsive", "err", err)

@@ -27,7 +27,9 @@ var (
 	hostedCrashesDesc  = prometheus.NewDesc("switchboard_hosted_crashes", "Crashes (non-zero exit or OOM kill) of a hosted server since its registration or last manual restart.", []string{"project", "server"}, nil)
 )
 
-type hostedCollector struct{ fn func() []switchboard.HostedStatus }
+type hostedCollector struct {
+	fn func() []switchboard.HostedStatus
+}
 
 func (c hostedCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- hostedStateDesc

@@ -92,6 +92,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	fileHosted, err := loadHosted(cfg)
+	if err != nil {
+		return err
+	}
 	for _, s := range specs {
 		if s.Err != nil {
 			log.Error("server not started", "server", s.Name, "err", s.Err)
@@ -131,9 +135,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	met := metrics.New()
 	observers = append(observers, met)
-	hub := projects.New(projects.Options{
+	var hub *projects.Hub
+	hr := newHosted(ctx, cfg, log, st, func() *projects.Hub { return hub })
+	met.Hosted(hr.svc.All)
+	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState, OnRemoved: met.Forget,
+		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
@@ -147,9 +155,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	})
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, hr, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
+	startHosted(ctx, log, hr, fileHosted)
 	// One reload at a time, whether SIGHUP or POST /api/v1/reload asked.
 	var reloadMu sync.Mutex
 	reloadFile := func(ctx context.Context) (int, error) {
@@ -163,11 +172,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := hub.SetFile(ctx, next); err != nil {
 			log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
 		}
+		if regs, err := loadHosted(cfg); err != nil {
+			log.Error("hosted servers of the servers file not reloaded", "err", err)
+		} else if err := hr.svc.SetFile(ctx, "default", regs); err != nil {
+			log.Error("hosted servers of the servers file", "err", err)
+		}
 		log.Info("reloaded servers file", "servers", len(next))
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}
@@ -176,7 +190,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, hr, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -191,7 +205,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, calls, st)
+			closeAll(log, cfg, hub, hr, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -219,7 +233,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, calls, st)
+	closeAll(log, cfg, hub, hr, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -227,7 +241,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -236,6 +250,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *cal
 		}
 	}
 	step("projects", hub.Close)
+	step("hosted servers", hr.Close)
 	if calls != nil {
 		step("call log", calls.Close)
 	}
