@@ -391,6 +391,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard tokens ls | create NAME | revoke ID
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
+  switchboard hosted ls | add NAME --image IMAGE [...] | show NAME | restart NAME | logs NAME | rm NAME
+                                      MCP servers the gateway runs in Docker containers
 Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in
 servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token (env
 SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.
