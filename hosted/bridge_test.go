@@ -221,3 +221,25 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	}
 	_ = hosted.PolicyAlways
 }
+
+// TestHTTPServerInContainer: stdio_bridge false reaches an HTTP MCP server
+// in the container as an ordinary streamable-HTTP upstream at the
+// container's address.
+func TestHTTPServerInContainer(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "web", StdioBridge: new(false), Port: 8000, Network: "bridge",
+		Environment: map[string]string{"MCPFIXTURE_HTTP": ":8000"}})
+	st := e.wait("web", "running", running)
+	if st.Config.StdioBridge || st.Config.Network != "bridge" {
+		t.Errorf("status = %+v", st)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "over http"}); got != "over http" {
+		t.Errorf("echo = %q", got)
+	}
+	for _, s := range e.mgr.Status() {
+		if s.Name == "web" && s.Transport != switchboard.TransportStreamableHTTP {
+			t.Errorf("upstream transport = %s, want streamable-http", s.Transport)
+		}
+	}
+}
