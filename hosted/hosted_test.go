@@ -373,3 +373,33 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestEngineUnreachable: without an engine, registering is 503 and the
+// registered servers report why they do not run.
+func TestEngineUnreachable(t *testing.T) {
+	good := enginetest.New(t) // skips (or fails where required) without Docker
+	e := newEnv(t, good, nil, fastTiming())
+	ctx := context.Background()
+	cfg := `{"name":"later","image":"` + e.image + `"}`
+	if _, err := e.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: "default", ContainerType: switchboard.ContainerMCPServer,
+		Image: e.image, Config: json.RawMessage(cfg), Status: "running", Provider: "docker"}); err != nil {
+		t.Fatal(err)
+	}
+	down, err := engine.New(engine.Options{Host: "unix://" + t.TempDir() + "/no-docker.sock", Instance: good.Instance()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { down.Close() })
+	e.opts.Engine = down
+	svc := e.start()
+	if _, err := svc.Register(ctx, "default", switchboard.HostedRegistration{Name: "now", Image: e.image}); !errors.Is(err, switchboard.ErrUnavailable) {
+		t.Errorf("Register without an engine: %v, want ErrUnavailable", err)
+	}
+	st := e.wait("later", "failed", isStatus(switchboard.HostedFailed))
+	if !strings.Contains(st.LastError, "not reachable") {
+		t.Errorf("status without an engine = %+v, want it to say the engine is not reachable", st)
+	}
+	if rows, _ := e.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{}); len(rows) != 1 {
+		t.Errorf("rows = %d, want 1 (the failed registration left none)", len(rows))
+	}
+}

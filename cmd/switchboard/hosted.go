@@ -82,7 +82,7 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
 	} else {
 		var err error
-		eng, err = engine.New(engine.Options{Instance: instanceName(cfg), Logger: log})
+		eng, err = engine.New(engine.Options{Host: cfg.Hosted.DockerHost, Instance: instanceName(cfg), Logger: log})
 		if err != nil {
 			opts.EngineErr = err
 			log.Warn("hosted servers unavailable: no Docker engine client", "err", err)

@@ -131,3 +131,24 @@ func TestHostedEndToEnd(t *testing.T) {
 		t.Errorf("containers after the gateway stopped: %+v, %v", left, err)
 	}
 }
+
+// TestHostedEngineDown: with the engine unreachable the gateway starts and
+// serves its other servers; the hosted one reports why it does not run.
+func TestHostedEngineDown(t *testing.T) {
+	g := startGateway(t, [][2]any{
+		{"up", stdioServer("up")},
+		{"boxed", map[string]any{"hosted": map[string]any{"image": "switchboard-test/any:1"}}},
+	}, map[string]string{"DOCKER_HOST": "unix://" + t.TempDir() + "/no-docker.sock", "MCP_SERVER_HOSTED_RESTART_DELAY": "100ms"})
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	if got := c.toolText("echo", map[string]string{"text": "still serving"}); got != "still serving" {
+		t.Errorf("echo = %q", got)
+	}
+	admin := newAPI(t, g.url, "")
+	eventually(t, opTimeout, func() (bool, string) {
+		var st switchboard.HostedStatus
+		admin.must(200, "GET", "/api/v1/mcp/servers/boxed", nil, &st)
+		return st.Status == switchboard.HostedFailed && strings.Contains(st.LastError, "not reachable"), st.Status + ": " + st.LastError
+	})
+	admin.fails(503, "unavailable", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": "switchboard-test/any:1"})
+}
