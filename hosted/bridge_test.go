@@ -243,3 +243,25 @@ func TestHTTPServerInContainer(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoversAfterCrashLoop: a server that crash-loops into backoff and
+// then starts fine is running and callable again, even after clients
+// called it during the backoff.
+func TestRecoversAfterCrashLoop(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx", Volumes: []string{"/data"}, Environment: map[string]string{"MCPFIXTURE_CRASH_FIRST": "5"}})
+	e.wait("fx", "backoff", isStatus(switchboard.HostedBackoff))
+	for range 4 {
+		if _, err := e.call("echo", map[string]string{"text": "during backoff"}); err == nil {
+			t.Error("a call during backoff succeeded")
+		}
+	}
+	st := e.wait("fx", "running", running)
+	if st.CrashCount != 5 {
+		t.Errorf("crashes = %d, want 5", st.CrashCount)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "back"}); got != "back" {
+		t.Errorf("echo = %q", got)
+	}
+}

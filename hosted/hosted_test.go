@@ -72,7 +72,7 @@ func (e *env) start() *hosted.Service {
 	e.opts.Upstreams = func(string) (hosted.Upstreams, error) { return e.mgr, nil }
 	e.opts.Changed = func(ctx context.Context, _ string) { e.mgr.Apply(ctx, e.svc.Specs("default")) }
 	e.svc = hosted.New(e.opts)
-	e.mgr = upstreams.New(upstreams.Options{Version: "test", Streams: e.svc.Opener("default"), ConnectTimeout: 20 * time.Second})
+	e.mgr = upstreams.New(upstreams.Options{Version: "test", Streams: e.svc.Opener("default"), ConnectTimeout: 20 * time.Second, BreakerCooldown: 500 * time.Millisecond})
 	mgr := e.mgr
 	e.t.Cleanup(func() { _ = mgr.Close(context.Background()) })
 	if err := e.svc.Start(context.Background()); err != nil {

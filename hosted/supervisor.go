@@ -300,26 +300,62 @@ func (s *supervisor) connect() {
 	s.mu.Lock()
 	gen := s.gen
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(s.ctx, s.svc.timing.ConnectTimeout)
-	defer cancel()
 	if !s.plan.stdio {
 		// The manager reaches it by URL: give it the new address first.
+		ctx, cancel := context.WithTimeout(s.ctx, s.svc.timing.ConnectTimeout)
 		s.svc.opts.Changed(ctx, s.project)
+		cancel()
 	}
+	// Until it connects or this container is gone: a connect can fail
+	// for a while after a crash loop (the manager's circuit breaker, opened
+	// by calls made during the backoff, refuses until its cooldown ends).
+	for warned := false; ; {
+		err := s.connectOnce()
+		s.mu.Lock()
+		current := gen == s.gen && s.ctx.Err() == nil
+		if err == nil {
+			s.mu.Unlock()
+			if !s.plan.stdio {
+				s.initialized(gen)
+			}
+			return
+		}
+		if current {
+			s.lastErr = s.redact(switchboard.Message(err))
+		}
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+		if !warned {
+			s.log.Warn("hosted server did not initialize; retrying", "err", err)
+			warned = true
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		}
+		s.mu.Lock()
+		current = gen == s.gen && s.stream != nil
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+	}
+}
+
+// connectOnce is one bounded connect attempt through the manager.
+func (s *supervisor) connectOnce() error {
 	up, err := s.svc.upstreams(s.project)
 	if err != nil {
-		return
+		return err
 	}
-	err = connectRetry(ctx, up, s.plan.reg.Name, !s.plan.stdio)
-	if err == nil && !s.plan.stdio {
-		s.initialized(gen)
-	}
-	if err != nil && s.ctx.Err() == nil {
-		s.mu.Lock()
-		s.lastErr = s.redact(switchboard.Message(err))
-		s.mu.Unlock()
-		s.log.Warn("hosted server did not initialize", "err", err)
-	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.svc.timing.ConnectTimeout)
+	defer cancel()
+	return connectRetry(ctx, up, s.plan.reg.Name, !s.plan.stdio)
 }
 
 // connectRetry connects server name; an HTTP server may take a moment to

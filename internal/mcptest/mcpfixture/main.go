@@ -12,7 +12,8 @@
 //   - order {}: the i values of the seq calls so far, in arrival order
 //
 // MCPFIXTURE_EXIT=<code> makes it print a line to stderr and exit with
-// code at once, before serving.
+// code at once, before serving; MCPFIXTURE_CRASH_FIRST=<n> does that
+// (code 3) on its first n starts, counted in /data/starts.
 //
 //   - mute {}: answers, then stops writing anything to stdout (pings and
 //     calls go unanswered) while still reading stdin
@@ -53,7 +54,18 @@ func main() {
 		}
 		return
 	}
-	if code := os.Getenv("MCPFIXTURE_EXIT"); code != "" {
+	if n, _ := strconv.Atoi(os.Getenv("MCPFIXTURE_CRASH_FIRST")); n > 0 {
+		// Crash the first n starts, counted in /data/starts (a volume).
+		b, _ := os.ReadFile("/data/starts")
+		starts, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		starts++
+		_ = os.WriteFile("/data/starts", []byte(strconv.Itoa(starts)), 0o644)
+		if starts <= n {
+			fmt.Fprintln(os.Stderr, "mcpfixture: crashing on start", starts, "of", n)
+			os.Exit(3)
+		}
+	}
+		if code := os.Getenv("MCPFIXTURE_EXIT"); code != "" {
 		// Crash at once, for restart and crash-loop tests.
 		fmt.Fprintln(os.Stderr, "mcpfixture: exiting with code", code, "as asked")
 		n, _ := strconv.Atoi(code)
