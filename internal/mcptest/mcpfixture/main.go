@@ -65,7 +65,7 @@ func main() {
 			os.Exit(3)
 		}
 	}
-		if code := os.Getenv("MCPFIXTURE_EXIT"); code != "" {
+	if code := os.Getenv("MCPFIXTURE_EXIT"); code != "" {
 		// Crash at once, for restart and crash-loop tests.
 		fmt.Fprintln(os.Stderr, "mcpfixture: exiting with code", code, "as asked")
 		n, _ := strconv.Atoi(code)
