@@ -21,11 +21,11 @@ import (
 //
 //	Stderr() string  // the tail of the server's stderr, shown in status
 //	Initialized()    // called once initialize and the first tools/list succeeded on this stream
-type Stream interface {
-	io.Reader
-	io.Writer
-	Close() error
-}
+//
+// It is an alias, not a named interface, so hosted/ implements
+// StreamOpener without importing this package (adapters never import each
+// other; cmd wires them).
+type Stream = io.ReadWriteCloser
 
 // StreamOpener opens the streams of hosted servers (specs with Transport
 // == switchboard.TransportHosted). It is declared here, where it is used;
