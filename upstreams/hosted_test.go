@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -81,10 +84,11 @@ func (op *pipeOpener) snapshot() (wire []wireEvent, opened, initialized int) {
 	return append([]wireEvent(nil), op.wire...), op.opened, op.initialized
 }
 
-// pipeStream is a fixture server's Pipe that records the wire.
+// pipeStream is a fixture server's Pipe (or a child's stdio) that records
+// the wire.
 type pipeStream struct {
 	op        *pipeOpener
-	p         *mcptest.Pipe
+	p         io.ReadWriteCloser
 	in, out   []byte // partial lines read and written so far
 	closeOnce sync.Once
 }
@@ -526,5 +530,78 @@ func TestHostedAndBuiltinClose(t *testing.T) {
 	h.m.SetBuiltin("late", newFakeBuiltin()) // after Close: nothing happens
 	if len(h.m.Status()) != 0 {
 		t.Fatalf("status after Close: %+v", h.m.Status())
+	}
+}
+
+// childStdio is the stdio of a real mcptest child process, as a Stream
+// that is not ours to manage as a stdio server (the way a container's
+// attach stream is not).
+type childStdio struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   io.ReadCloser
+}
+
+func startChildStdio(t *testing.T) *childStdio {
+	t.Helper()
+	cmd := exec.Command(fixtureBin)
+	cmd.Env = append(os.Environ(), mcptest.ChildEnv(mcptest.Options{Name: "child"})...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return &childStdio{cmd: cmd, stdin: stdin, out: out}
+}
+
+func (c *childStdio) Read(p []byte) (int, error)  { return c.out.Read(p) }
+func (c *childStdio) Write(p []byte) (int, error) { return c.stdin.Write(p) }
+
+// Close ends the child: EOF on its stdin makes it exit.
+func (c *childStdio) Close() error {
+	_ = c.stdin.Close()
+	return c.cmd.Wait()
+}
+
+// childOpener serves hosted specs with real child processes.
+type childOpener struct{ op *pipeOpener }
+
+func (o childOpener) OpenStream(context.Context, switchboard.ServerSpec) (Stream, error) {
+	o.op.mu.Lock()
+	o.op.opened++
+	o.op.mu.Unlock()
+	return &pipeStream{op: o.op, p: startChildStdio(o.op.t)}, nil
+}
+
+// Concurrent calls to a hosted server that is a real child process never
+// overlap on the wire, whatever the order the goroutines run in.
+func TestHostedChildConcurrentCallsNeverOverlap(t *testing.T) {
+	op := newPipeOpener(t)
+	opts := testOptions()
+	opts.Streams = childOpener{op}
+	h := newHarness(t, opts)
+	h.apply(hostedSpec("child"))
+	h.tools()
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			want := fmt.Sprintf("call %d", i)
+			res, err := h.call("echo", fmt.Sprintf(`{"text":%q}`, want))
+			if err != nil || !strings.Contains(string(res), want) {
+				t.Errorf("echo %d = %s, %v", i, res, err)
+			}
+		})
+	}
+	wg.Wait()
+	wire, opened, _ := op.snapshot()
+	if calls := checkSerial(t, wire); len(calls) != n || opened != 1 {
+		t.Fatalf("%d calls on the wire over %d streams, want %d over 1", len(calls), opened, n)
 	}
 }
