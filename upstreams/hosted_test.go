@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -443,7 +444,7 @@ func TestHostedStreamLostReconnects(t *testing.T) {
 func TestFIFOHandsOverInOrder(t *testing.T) {
 	q := newFIFO()
 	ctx := context.Background()
-	if err := q.acquire(ctx, nil); err != nil {
+	if err := q.acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var order []int
@@ -452,7 +453,7 @@ func TestFIFOHandsOverInOrder(t *testing.T) {
 	const n = 8
 	for i := range n {
 		wg.Go(func() {
-			if err := q.acquire(ctx, nil); err != nil {
+			if err := q.acquire(ctx); err != nil {
 				t.Error(err)
 				return
 			}
@@ -473,13 +474,8 @@ func TestFIFOHandsOverInOrder(t *testing.T) {
 	// A waiter whose ctx is already over leaves at once, holding nothing.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := q.acquire(cctx, nil); !errors.Is(err, context.Canceled) {
+	if err := q.acquire(cctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with ended ctx = %v", err)
-	}
-	lost := make(chan struct{})
-	close(lost)
-	if err := q.acquire(ctx, lost); !errors.Is(err, errConnLost) {
-		t.Fatalf("acquire on a lost connection = %v", err)
 	}
 	q.release()
 	wg.Wait()
@@ -603,5 +599,36 @@ func TestHostedChildConcurrentCallsNeverOverlap(t *testing.T) {
 	wire, opened, _ := op.snapshot()
 	if calls := checkSerial(t, wire); len(calls) != n || opened != 1 {
 		t.Fatalf("%d calls on the wire over %d streams, want %d over 1", len(calls), opened, n)
+	}
+}
+
+// Under callers that give up at any moment (before, while or just as the
+// lock is handed to them) the line never has two holders, never loses the
+// lock and ends empty.
+func TestFIFOExclusiveUnderCancellation(t *testing.T) {
+	q := newFIFO()
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			wg.Go(cancel) // races with the hand-over
+		}
+		wg.Go(func() {
+			defer cancel()
+			if q.acquire(ctx) != nil {
+				return
+			}
+			if n := inside.Add(1); n != 1 {
+				t.Errorf("%d holders at once", n)
+			}
+			runtime.Gosched()
+			inside.Add(-1)
+			q.release()
+		})
+	}
+	wg.Wait()
+	if held, waiting, _ := q.state(); held || waiting != 0 {
+		t.Fatalf("after all: held %v, waiting %d", held, waiting)
 	}
 }
