@@ -23,6 +23,11 @@ type Options struct {
 	BreakerFailures uint32        // consecutive connect failures that open the breaker; default 3
 	BreakerCooldown time.Duration // default 60s
 	ListDebounce    time.Duration // upstream list_changed debounce; default 200ms
+	// MaxMessageBytes bounds one message from a server on every transport
+	// (a stdio or hosted line, an HTTP body, an SSE event); default
+	// DefaultMaxMessageBytes. A larger one resets that connection and the
+	// caller is told the limit.
+	MaxMessageBytes int64
 	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
 	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
 	Logger          *slog.Logger
@@ -51,6 +56,9 @@ func (o *Options) defaults() {
 		o.ListDebounce = 0
 	} else if o.ListDebounce == 0 {
 		o.ListDebounce = 200 * time.Millisecond
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = 3

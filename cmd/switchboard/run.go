@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-			ListDebounce: cfg.ListDebounce,
+			ListDebounce: cfg.ListDebounce, MaxMessageBytes: cfg.MaxMessageBytes,
 		},
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
