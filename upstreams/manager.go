@@ -28,6 +28,9 @@ type Options struct {
 	// DefaultMaxMessageBytes. A larger one resets that connection and the
 	// caller is told the limit.
 	MaxMessageBytes int64
+	// HopID, when set, is sent in switchboard.HopHeader on every request
+	// to a remote server, so a gateway that is its own upstream notices.
+	HopID string
 	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
 	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
 	Logger          *slog.Logger

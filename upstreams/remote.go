@@ -46,13 +46,13 @@ func (c *remoteConn) brokenReason() string {
 // startRemote connects to a remote upstream. ctx is the connection's
 // lifetime (the SSE stream lives on it); connectCtx bounds the connect
 // itself, so a server that accepts and never answers cannot hold it.
-func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, limit int64, hop string, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
 	life, endLife := context.WithCancel(context.Background())
 	c := &remoteConn{doneCh: make(chan struct{}), life: life, endLife: endLife}
 	// One client per upstream: its connections are not shared with other
 	// upstreams, and no client header ever reaches it: only spec.Headers.
 	// Every body is read through the message limit.
-	c.httpc = &http.Client{Transport: limitTransport{limit: limit, onExceed: func(err error) {
+	c.httpc = &http.Client{Transport: limitTransport{hop: hop, limit: limit, onExceed: func(err error) {
 		msg := err.Error()
 		c.broken.Store(&msg)
 	}, base: traceTransport{base: &http.Transport{
@@ -250,12 +250,17 @@ func (c *remoteConn) setProtocolVersion(v string) {
 // none, so it counts whole). Passing the limit fails the read with a
 // *tooLargeError, reported once through onExceed.
 type limitTransport struct {
+	hop      string // our hop id, sent on every request when set
 	limit    int64
 	onExceed func(error)
 	base     http.RoundTripper
 }
 
 func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.hop != "" {
+		r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
+		r.Header.Add(switchboard.HopHeader, t.hop)
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp.Body == nil {
 		return resp, err

@@ -276,7 +276,7 @@ func (u *upstream) connect() (conn, error) {
 		u.mu.Unlock()
 		c = sc
 	default:
-		rc, err := startRemote(u.ctx, ctx, u.spec, u.m.opts.MaxMessageBytes, u.onNote, u.log)
+		rc, err := startRemote(u.ctx, ctx, u.spec, u.m.opts.MaxMessageBytes, u.m.opts.HopID, u.onNote, u.log)
 		if err != nil {
 			// A *url.Error carries the whole URL, whose path or query may
 			// hold an interpolated secret: keep only the cause.
