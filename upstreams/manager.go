@@ -30,10 +30,10 @@ type Options struct {
 	MaxMessageBytes int64
 	// HopID, when set, is sent in switchboard.HopHeader on every request
 	// to a remote server, so a gateway that is its own upstream notices.
-	HopID string
-	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
-	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
-	Logger          *slog.Logger
+	HopID        string
+	ReconnectMin time.Duration // SSE reconnect backoff start; default 250ms
+	ReconnectMax time.Duration // SSE reconnect backoff cap; default 30s
+	Logger       *slog.Logger
 	// OnState, when set, is called after every change of a server's state
 	// (without locks held), for metrics and for tests that wait on a state.
 	OnState func(server string, state switchboard.ServerState)
