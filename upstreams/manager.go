@@ -90,6 +90,10 @@ type Manager struct {
 	onChange  func()
 	version   uint64
 	catalog   atomic.Pointer[switchboard.Catalog]
+	// collisions is the set of shadowed tools last logged ("tool\x00server"
+	// -> owner), under mu: a collision is logged when it appears, not at
+	// every rebuild (each store sync rebuilds).
+	collisions map[string]string
 	closeOnce sync.Once
 	closed    bool // set by Close, under mu: Apply starts nothing after it
 
@@ -214,6 +218,7 @@ func (u *upstream) wasUsed() bool {
 func (m *Manager) rebuild() {
 	m.mu.Lock()
 	seen := map[string]string{}
+	collisions := map[string]string{}
 	var tools []switchboard.Tool
 	for _, u := range m.rankedLocked() {
 		u.mu.Lock()
@@ -235,7 +240,11 @@ func (m *Manager) rebuild() {
 			tool, owner := catalogEntry(seen, u.spec.Name, u.spec.ToolPrefix, t)
 			if owner != "" {
 				shadowed = append(shadowed, tool.Name)
-				m.log.Warn("tool name collision: first configured server wins (built-in servers rank last)", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
+				key := tool.Name + "\x00" + u.spec.Name
+				collisions[key] = owner
+				if m.collisions[key] != owner {
+					m.log.Warn("tool name collision: first configured server wins (built-in servers rank last)", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
+				}
 				continue
 			}
 			tools = append(tools, tool)
@@ -243,6 +252,7 @@ func (m *Manager) rebuild() {
 		u.shadowed = shadowed
 		u.mu.Unlock()
 	}
+	m.collisions = collisions
 	prev := m.catalog.Load()
 	if sameTools(prev.Tools, tools) {
 		m.mu.Unlock()
