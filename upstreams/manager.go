@@ -83,19 +83,19 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	order     []*upstream
-	byName    map[string]*upstream
-	builtins  map[string]*upstream // in-process servers, ranked after order
-	onChange  func()
-	version   uint64
-	catalog   atomic.Pointer[switchboard.Catalog]
+	mu       sync.Mutex
+	order    []*upstream
+	byName   map[string]*upstream
+	builtins map[string]*upstream // in-process servers, ranked after order
+	onChange func()
+	version  uint64
+	catalog  atomic.Pointer[switchboard.Catalog]
 	// collisions is the set of shadowed tools last logged ("tool\x00server"
 	// -> owner), under mu: a collision is logged when it appears, not at
 	// every rebuild (each store sync rebuilds).
 	collisions map[string]string
-	closeOnce sync.Once
-	closed    bool // set by Close, under mu: Apply starts nothing after it
+	closeOnce  sync.Once
+	closed     bool // set by Close, under mu: Apply starts nothing after it
 
 	// stopping counts upstreams being closed: servers a reload removed or
 	// replaced, draining their calls in flight in the background, and on
