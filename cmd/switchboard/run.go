@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,6 +135,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
+	// A fresh hop id per process: a request that comes back carrying it
+	// was sent by this gateway to itself (an upstream pointing at /mcp).
+	var hopBytes [8]byte
+	_, _ = rand.Read(hopBytes[:])
+	hop := hex.EncodeToString(hopBytes[:])
 	met := metrics.New()
 	observers = append(observers, met)
 	var hub *projects.Hub
@@ -145,12 +152,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-			ListDebounce: cfg.ListDebounce,
+			ListDebounce: cfg.ListDebounce, MaxMessageBytes: cfg.MaxMessageBytes, HopID: hop,
 		},
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(),
+			Observer: observers, Metrics: met.Handler(), HopID: hop,
 		},
 	})
 	met.Sessions(hub.Sessions)
