@@ -106,6 +106,16 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 // the complete response message. progress receives progress notification
 // params for this request (with the client's token).
 func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, progress func(json.RawMessage)) []byte {
+	res, rpc := s.dispatchResult(ctx, session, m, progress)
+	if rpc != nil {
+		return errorResponse(m.ID, rpc)
+	}
+	return response(m.ID, res)
+}
+
+// dispatchResult is dispatch's result or error before it is framed as a
+// response, so a 2026-07-28 request can add its protocol members first.
+func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessage, progress func(json.RawMessage)) (json.RawMessage, *switchboard.RPCError) {
 	switch m.Method {
 	case "tools/list":
 		var p struct {
@@ -113,13 +123,13 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		}
 		if len(m.Params) > 0 && string(m.Params) != "null" {
 			if err := json.Unmarshal(m.Params, &p); err != nil {
-				return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "params must be an object"})
+				return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "params must be an object"}
 			}
 		}
 		if p.Cursor != nil && *p.Cursor != "" {
-			return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: tools/list returns every tool in one page"})
+			return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: tools/list returns every tool in one page"}
 		}
-		return response(m.ID, s.renderTools(s.gw.Tools(ctx)))
+		return s.renderTools(s.gw.Tools(ctx)), nil
 	case "tools/call":
 		var p struct {
 			Name      *string         `json:"name"`
@@ -128,9 +138,9 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		}
 		ctx, span := s.startCallSpan(ctx, session)
 		defer func() { s.endCallSpan(span, p.Name) }()
-		fail := func(rpc *switchboard.RPCError) []byte {
+		fail := func(rpc *switchboard.RPCError) (json.RawMessage, *switchboard.RPCError) {
 			failCallSpan(span, rpc)
-			return errorResponse(m.ID, rpc)
+			return nil, rpc
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == nil {
 			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "name" (string) and optional "arguments" (object)`})
@@ -178,9 +188,9 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		}
 		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
 		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
-		return response(m.ID, res)
+		return res, nil
 	}
-	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})
+	return nil, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method}
 }
 
 // observe reports a call to the Observer. The server label comes from

@@ -237,6 +237,11 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 			}))
 		case m.isNotification():
 			s.cancelled(ls.id, m)
+		case m.Method != "" && !mcpGoServes(m.Method):
+			// Our own table, not mcp-go's fallback: mcp-go would answer
+			// server/discover advertising 2026-07-28, which this
+			// transport never speaks.
+			ls.send(errorResponse(m.ID, sessionMethodNotFound(m.Method)))
 		default:
 			resp := s.mcp.HandleMessage(ls.ctx, body)
 			if resp == nil {

@@ -131,6 +131,10 @@ type Server struct {
 	rendered atomic.Pointer[renderedList]
 	inflight sync.Map // session + "\x00" + id -> context.CancelFunc
 
+	// renderedStateless is rendered with the 2026-07-28 members added.
+	renderedStateless atomic.Pointer[renderedStateless]
+	listens           listeners // open subscriptions/listen streams
+
 	ready    atomic.Bool
 	goMu     sync.Mutex // guards closing against calls.Add
 	closing  bool
@@ -203,7 +207,7 @@ func (s *Server) Wrap(h http.Handler) http.Handler {
 		h = cors.New(cors.Options{
 			AllowedOrigins:   s.opts.CORSOrigins,
 			AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
-			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"},
+			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id", "Mcp-Method", "Mcp-Name"},
 			ExposedHeaders:   []string{"Mcp-Session-Id"},
 			AllowCredentials: false,
 		}).Handler(h)
@@ -323,6 +327,9 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 			s.handleStatus(w, r)
 			return
 		}
+		if statelessStreamGone(w, r) {
+			return
+		}
 		// mcp-go opens a stream (and registers a session that is never
 		// freed, since an event store is set) for any id, even none.
 		id, ok := s.checkSession(w, r, nil)
@@ -333,6 +340,9 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 		defer s.sessions.streamClosed(id)
 		s.streamable.ServeHTTP(w, r)
 	case http.MethodDelete:
+		if statelessStreamGone(w, r) {
+			return
+		}
 		if _, ok := s.checkSession(w, r, nil); !ok {
 			return
 		}
@@ -396,6 +406,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		s.initialize(w, r, m)
 		return
 	}
+	if isStatelessRequest(r, m) {
+		s.statelessPost(w, r, m)
+		return
+	}
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		s.stateless(w, r, m)
 		return
@@ -407,6 +421,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	switch m.Method {
 	case "tools/list", "tools/call", "notifications/cancelled":
 	default:
+		if !m.isNotification() && m.Method != "" && !mcpGoServes(m.Method) {
+			writeRPCError(w, http.StatusOK, m.ID, switchboard.CodeMethodNotFound, sessionMethodNotFound(m.Method).Message)
+			return
+		}
 		// Everything else (ping, notifications, responses) is mcp-go's.
 		s.streamable.ServeHTTP(w, r)
 		return
@@ -581,6 +599,7 @@ func writeEvent(w http.ResponseWriter, data []byte) bool {
 func (s *Server) ToolsChanged() {
 	s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
 	s.legacy.broadcast([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	s.listens.notify()
 }
 
 // handleStatus answers GET / and a plain GET /mcp with what a human or a

@@ -644,6 +644,7 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		if mm == nil && len(tc) > 0 {
 			mm = map[string]json.RawMessage{} // _meta was null
 		}
+		dropped := dropProtocolMeta(mm)
 		for k, v := range tc {
 			if _, set := mm[k]; !set {
 				mm[k] = mustJSON(v)
@@ -681,8 +682,12 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			}()
 			mm["progressToken"] = mustJSON(ours)
 		}
-		params = append(params, `,"_meta":`...)
-		params = append(params, mustJSON(mm)...)
+		if len(mm) > 0 || dropped == 0 {
+			// A _meta of nothing but protocol keys is not forwarded at
+			// all: the upstream sees what a 2025 client's call sends.
+			params = append(params, `,"_meta":`...)
+			params = append(params, mustJSON(mm)...)
+		}
 	}
 	params = append(params, '}')
 	res, err := c.call(ctx, "tools/call", json.RawMessage(params))

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connectRevision opens a go-sdk client on endpoint with token: pv "" is
+// the SDK's default (2026-07-28, stateless), anything else pins that
+// revision.
+func connectRevision(t *testing.T, endpoint, token, pv string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	b := &bearer{}
+	b.set(token)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
+	var so *mcp.ClientSessionOptions
+	if pv != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: pv}
+	}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: b},
+		MaxRetries: -1}, so)
+	if err != nil {
+		t.Fatalf("connect %s (%q): %v (HTTP %d)", endpoint, pv, err, b.lastStatus())
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// revisionBytes removes what may differ between client revisions from a
+// marshalled result (the README's list): resultType, and on tools/list
+// the cache hints ttlMs and cacheScope (the go-sdk client marshals them
+// as zero values for a 2025 result).
+func revisionBytes(t *testing.T, v any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"resultType", "ttlMs", "cacheScope"} {
+		delete(m, k)
+	}
+	return m
+}
+
+// TestStatelessAndSessionClients: the official go-sdk client in its
+// default mode (2026-07-28, stateless) and pinned to 2025-11-25, on the
+// default endpoint and on a project's, lists and calls the same tools
+// with the same results (but for resultType), error codes, progress,
+// cancellation and tool-list changes; the call log records stateless
+// calls with no session; the client's protocol _meta never reaches the
+// upstream.
+func TestStatelessAndSessionClients(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}, {"short", stdioServer("short", "toolPrefix", "short_", "callTimeout", "300ms")}},
+		map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	admin.createProject("proj")
+	admin.createServer("proj", "up", fixture("up", nil))
+	tok := admin.createToken("proj", "stateless client").Token
+	endpoints := []struct{ name, project, url, token string }{
+		{"default", "default", g.url + "/mcp", adminToken},
+		{"project", "proj", g.url + "/projects/proj/mcp", tok},
+	}
+	for _, ep := range endpoints {
+		t.Run(ep.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			results := map[string][]map[string]any{}
+			for _, rev := range []string{"", "2025-11-25"} {
+				progress := make(chan *mcp.ProgressNotificationParams, 16)
+				changed := make(chan struct{}, 4)
+				cs := connectRevision(t, ep.url, ep.token, rev, &mcp.ClientOptions{
+					ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+					ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+				})
+				want, wantSession := "2026-07-28", false
+				if rev != "" {
+					want, wantSession = rev, true
+				}
+				if got := cs.InitializeResult().ProtocolVersion; got != want {
+					t.Fatalf("negotiated %q, want %q", got, want)
+				}
+				if (cs.ID() != "") != wantSession {
+					t.Errorf("%s: session id %q", want, cs.ID())
+				}
+				lt, err := cs.ListTools(ctx, nil)
+				if err != nil {
+					t.Fatalf("%s: tools/list: %v", want, err)
+				}
+				results[rev] = append(results[rev], revisionBytes(t, lt))
+				for _, call := range []mcp.CallToolParams{
+					{Name: "echo", Arguments: map[string]any{"text": "héllo"}},
+					{Name: "exotic", Arguments: map[string]any{"id": "x1"}},
+					{Name: "tool_error", Arguments: map[string]any{}},
+					{Name: "meta", Arguments: map[string]any{}, Meta: mcp.Meta{"user/key": "kept"}},
+				} {
+					res, err := cs.CallTool(ctx, &call)
+					if err != nil {
+						t.Fatalf("%s: %s: %v", want, call.Name, err)
+					}
+					results[rev] = append(results[rev], revisionBytes(t, res))
+					if call.Name == "meta" {
+						got := text(t, res)
+						if strings.Contains(got, "io.modelcontextprotocol/") || !strings.Contains(got, `"user/key":"kept"`) {
+							t.Errorf("%s: the upstream got _meta %s; want the user key and no protocol keys", want, got)
+						}
+					}
+				}
+
+				for _, tc := range []struct {
+					tool string
+					args any
+					code int64
+				}{
+					{"rpc_error", map[string]any{}, -32602},
+					{"no_such_tool", map[string]any{}, -32601},
+					{"echo", "arguments that are not an object", -32602},
+				} {
+					_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+					var je *jsonrpc.Error
+					if !errors.As(err, &je) || je.Code != tc.code {
+						t.Errorf("%s: %s: err %v, want JSON-RPC code %d", want, tc.tool, err, tc.code)
+					}
+					if tc.tool == "rpc_error" && je != nil && string(je.Data) != `{"field":"x"}` {
+						t.Errorf("%s: rpc_error data %s", want, je.Data)
+					}
+				}
+				if ep.name == "default" {
+					_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "short_slow", Arguments: map[string]any{"ms": 10000}})
+					var je *jsonrpc.Error
+					if !errors.As(err, &je) || je.Code != -32603 {
+						t.Errorf("%s: timeout: err %v, want -32603", want, err)
+					}
+				}
+
+				// Progress, with the client's own token.
+				p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": 3}}
+				p.SetProgressToken("tok-" + want)
+				if res, err := cs.CallTool(ctx, p); err != nil || text(t, res) != "done" {
+					t.Fatalf("%s: progress: %v %v", want, res, err)
+				}
+				for i := 1; i <= 3; i++ {
+					select {
+					case n := <-progress:
+						if n.ProgressToken != "tok-"+want || n.Progress != float64(i) {
+							t.Errorf("%s: progress %d: %+v", want, i, n)
+						}
+					case <-ctx.Done():
+						t.Fatalf("%s: progress %d never arrived", want, i)
+					}
+				}
+
+				// Cancellation reaches the upstream.
+				before := cancelledCount(ctx, t, cs, 0)
+				cctx, ccancel := context.WithCancel(ctx)
+				sp := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 60000}}
+				sp.SetProgressToken("slow-" + want)
+				errc := make(chan error, 1)
+				go func() {
+					_, err := cs.CallTool(cctx, sp)
+					errc <- err
+				}()
+				select {
+				case <-progress: // "started"
+				case <-ctx.Done():
+					t.Fatalf("%s: slow never started", want)
+				}
+				ccancel()
+				if err := <-errc; err == nil {
+					t.Fatalf("%s: cancelled call succeeded", want)
+				}
+				cancelledCount(ctx, t, cs, before+1)
+
+				// Tool-list changes: subscriptions/listen for 2026, the
+				// session for 2025.
+				name := "fresh" + strconv.Itoa(len(want))
+				if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_tool", Arguments: map[string]any{"name": name}}); err != nil {
+					t.Fatal(err)
+				}
+				waitTool(ctx, t, cs, changed, name, true)
+				if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remove_tool", Arguments: map[string]any{"name": name}}); err != nil {
+					t.Fatal(err)
+				}
+				waitTool(ctx, t, cs, changed, name, false)
+			}
+			if d := cmp.Diff(results["2025-11-25"], results[""]); d != "" {
+				t.Errorf("results differ between 2025-11-25 and 2026-07-28 (-2025 +2026):\n%s", d)
+			}
+			// Stateless calls are logged with no session, 2025 ones with theirs.
+			calls := admin.waitCalls(ep.project, "?tool=echo", 2)
+			var sessions []bool
+			for _, c := range calls {
+				sessions = append(sessions, c.Session != "")
+			}
+			if !(len(calls) == 2 && sessions[0] != sessions[1]) {
+				t.Errorf("echo calls in the log: %+v; want one with a session and one without", calls)
+			}
+		})
+	}
+}
+
+// cancelledCount asks the fixture how many slow calls it saw cancelled,
+// waiting until at least atLeast.
+func cancelledCount(ctx context.Context, t *testing.T, cs *mcp.ClientSession, atLeast int) int {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cancelled_count", Arguments: map[string]any{"atLeast": atLeast}})
+	if err != nil {
+		t.Fatalf("cancelled_count: %v", err)
+	}
+	n, _ := strconv.Atoi(text(t, res))
+	return n
+}
+
+// waitTool waits for list_changed notifications until the list has name
+// (present) or has not.
+func waitTool(ctx context.Context, t *testing.T, cs *mcp.ClientSession, changed <-chan struct{}, name string, present bool) {
+	t.Helper()
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no list_changed with tool %s", name)
+		}
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, tl := range lt.Tools {
+			found = found || tl.Name == name
+		}
+		if found == present {
+			return
+		}
+	}
+}
+
+// TestLegacySSENeverSpeaks2026: on /sse the go-sdk client's default mode
+// falls back to a session revision, because server/discover is -32601
+// from the gateway's own table; tools work.
+func TestLegacySSENeverSpeaks2026(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v >= "2026" {
+		t.Errorf("/sse negotiated %s", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "old"}})
+	if err != nil || text(t, res) != "old" {
+		t.Fatalf("echo over /sse: %v %v", res, err)
+	}
+
+	// Raw: discover and other unserved methods get our -32601.
+	next := openLegacySSE(t, g.url+"/sse")
+	ep := next("sessionId=")
+	postLegacy(t, g.url+ep[1], `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if e := next(`"id":1`); strings.Contains(e[1], "2026-07-28") {
+		t.Errorf("initialize on /sse answered %s", e[1])
+	}
+	for i, method := range []string{"server/discover", "subscriptions/listen", "resources/list"} {
+		id := strconv.Itoa(10 + i)
+		postLegacy(t, g.url+ep[1], `{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{}}`)
+		e := next(`"id":` + id)
+		if !strings.Contains(e[1], `"code":-32601`) || strings.Contains(e[1], "2026-07-28") || !strings.Contains(e[1], "is not served") {
+			t.Errorf("%s on /sse: %s", method, e[1])
+		}
+	}
+}
+
+// TestStatelessWire: the transport rules of 2026-07-28 with a plain HTTP
+// client: headers, version negotiation, unserved methods and verbs.
+func TestStatelessWire(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	send := func(hdr map[string]string, body string) *rpcReply {
+		t.Helper()
+		c := newRaw(t, g.url+"/mcp")
+		for k, v := range hdr {
+			c.header.Set(k, v)
+		}
+		return c.post(body)
+	}
+	std := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	rep := send(std("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`)
+	var disc struct {
+		SupportedVersions []string `json:"supportedVersions"`
+		ResultType        string   `json:"resultType"`
+		Capabilities      struct {
+			Tools struct{ ListChanged bool } `json:"tools"`
+		} `json:"capabilities"`
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(rep.msg.Result, &disc); err != nil || rep.Status != 200 {
+		t.Fatalf("discover: %d %s", rep.Status, rep.Body)
+	}
+	if disc.SupportedVersions[0] != "2026-07-28" || disc.ResultType != "complete" || !disc.Capabilities.Tools.ListChanged || disc.Meta["io.modelcontextprotocol/serverInfo"] == nil {
+		t.Errorf("discover result %s", rep.msg.Result)
+	}
+	rep = send(std("tools/call", "echo"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},`+meta+`}}`)
+	if rep.Status != 200 || !strings.HasSuffix(string(rep.msg.Result), `,"resultType":"complete"}`) || rep.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("stateless tools/call: %d %s", rep.Status, rep.Body)
+	}
+	rep = send(std("tools/list", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+meta+`}}`)
+	if rep.Status != 200 || !strings.Contains(string(rep.msg.Result), `"resultType":"complete","ttlMs":0,"cacheScope":"private"`) {
+		t.Errorf("stateless tools/list: %d %.300s", rep.Status, rep.Body)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		hdr    map[string]string
+		body   string
+		status int
+		code   int
+	}{
+		{"no Mcp-Method", map[string]string{"Mcp-Protocol-Version": "2026-07-28"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, 400, -32020},
+		{"Mcp-Method differs", std("tools/call", "echo"),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, 400, -32020},
+		{"Mcp-Name differs", std("tools/call", "other"),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, 400, -32020},
+		{"no header, _meta says 2026", map[string]string{"Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, 400, -32020},
+		{"header says 2026, no _meta", std("tools/list", ""),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, 400, -32602},
+		{"unknown later revision", map[string]string{"Mcp-Protocol-Version": "2027-01-01", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, 400, -32022},
+		{"unserved method", std("resources/list", ""),
+			`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta + `}}`, 404, -32601},
+		{"unknown tool", std("tools/call", "nope"),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope",` + meta + `}}`, 404, -32601},
+		{"upstream error", std("tools/call", "rpc_error"),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rpc_error","arguments":{},` + meta + `}}`, 400, -32602},
+	} {
+		rep := send(tc.hdr, tc.body)
+		if rep.Status != tc.status || rep.code() != tc.code {
+			t.Errorf("%s: %d %s, want %d and code %d", tc.name, rep.Status, rep.Body, tc.status, tc.code)
+		}
+		if tc.code == -32022 && (rep.msg.Error == nil || !strings.Contains(string(rep.msg.Error.Data), `"supported":["2026-07-28"`)) {
+			t.Errorf("%s: data %s does not list the supported versions", tc.name, rep.Body)
+		}
+	}
+
+	// GET and DELETE are not part of 2026-07-28.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, g.url+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("%s with 2026-07-28: %d Allow %q", method, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+
+	// A 2025 session cannot reach server/discover either: our -32601.
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	if rep := c.call("server/discover", map[string]any{}); rep.code() != -32601 || strings.Contains(string(rep.Body), "2026") {
+		t.Errorf("server/discover in a 2025 session: %s", rep.Body)
+	}
+}
