@@ -484,7 +484,9 @@ func TestHostileInput(t *testing.T) {
 		{name: "garbage protocol version on tools/call", header: http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}, body: call(`{"name":"echo","arguments":{"text":"x"}}`), status: 400, code: -32600},
 		{name: "old protocol version on ping", header: http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}, body: ping, status: 400, code: -32600},
 		{name: "garbage protocol version on ping", header: http.Header{"Mcp-Protocol-Version": {"garbage"}}, body: ping, status: 400, code: -32600},
-		{name: "stateless protocol version on tools/list", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}}, body: list, status: 400, code: -32600},
+		// 2026-07-28 is served statelessly, but a request must carry the
+		// version in _meta too: -32602, as the revision prescribes.
+		{name: "stateless protocol version on tools/list", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}}, body: list, status: 400, code: -32602},
 	}
 
 	for _, c := range cases {

@@ -103,7 +103,7 @@ func TestProjectIsolation(t *testing.T) {
 
 	t.Run("a session belongs to the token that opened it", func(t *testing.T) {
 		admin := admin.on(t)
-		cs, b := openMCP(t, mcpA, tokA)
+		cs, b := openMCPSession(t, mcpA, tokA)
 		toolNames(t, cs)
 		b.set(adminToken)
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -113,7 +113,7 @@ func TestProjectIsolation(t *testing.T) {
 		}
 		// Nor may another token of the same project take it over.
 		tokA2 := admin.createToken("alpha", "client a2").Token
-		cs2, b2 := openMCP(t, mcpA, tokA)
+		cs2, b2 := openMCPSession(t, mcpA, tokA)
 		b2.set(tokA2)
 		if _, err := cs2.ListTools(ctx, nil); err == nil || b2.lastStatus() != http.StatusForbidden {
 			t.Fatalf("second token of the project on token A's session: err %v, HTTP %d, want 403", err, b2.lastStatus())

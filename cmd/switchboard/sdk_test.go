@@ -13,15 +13,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sdkConnect opens a session with the official go-sdk client, letting it
-// negotiate the protocol version itself (it tries 2026-07-28 and falls
-// back, since the gateway speaks the session-based versions).
+// sdkConnect opens a session with the official go-sdk client pinned to
+// 2025-11-25: these tests are about sessions (the GET stream,
+// notifications/cancelled); the SDK's default, stateless 2026-07-28, is
+// tested in stateless_test.go.
 func sdkConnect(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -20,6 +20,19 @@ import (
 // revision.
 func connectRevision(t *testing.T, endpoint, token, pv string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := connectRevisionBearer(t, endpoint, token, pv, opts)
+	return cs
+}
+
+// openMCPSession is openMCP pinned to 2025-11-25, for tests about
+// sessions (the SDK's default, 2026-07-28, has none).
+func openMCPSession(t *testing.T, endpoint, token string) (*mcp.ClientSession, *bearer) {
+	t.Helper()
+	return connectRevisionBearer(t, endpoint, token, "2025-11-25", nil)
+}
+
+func connectRevisionBearer(t *testing.T, endpoint, token, pv string, opts *mcp.ClientOptions) (*mcp.ClientSession, *bearer) {
+	t.Helper()
 	b := &bearer{}
 	b.set(token)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -35,7 +48,7 @@ func connectRevision(t *testing.T, endpoint, token, pv string, opts *mcp.ClientO
 		t.Fatalf("connect %s (%q): %v (HTTP %d)", endpoint, pv, err, b.lastStatus())
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return cs, b
 }
 
 // revisionBytes removes what may differ between client revisions from a

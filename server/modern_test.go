@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestWithResultType(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"empty object", `{}`, `{"resultType":"complete"}`},
+		{"members kept byte for byte", `{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993}}`,
+			`{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993},"resultType":"complete"}`},
+		{"trailing space", "{\"a\":1}\n", `{"a":1,"resultType":"complete"}`},
+		{"already there", `{"resultType":"complete","a":1}`, `{"resultType":"complete","a":1}`},
+		{"only nested", `{"x":{"resultType":"y"}}`, `{"x":{"resultType":"y"},"resultType":"complete"}`},
+		{"not an object", `[1]`, `[1]`},
+	} {
+		if got := string(withResultType(json.RawMessage(tc.in))); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStatusFor(t *testing.T) {
+	got := map[int]int{}
+	for _, c := range []int{-32601, -32600, -32602, -32700, -32020, -32021, -32022, -32603, -32000} {
+		got[c] = statusFor(c)
+	}
+	want := map[int]int{-32601: 404, -32600: 400, -32602: 400, -32700: 400, -32020: 400, -32021: 400, -32022: 400, -32603: 200, -32000: 200}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+}
+
+func TestCheckStateless(t *testing.T) {
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		body string
+		code int
+	}{
+		{"ok", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, 0},
+		{"notification needs no method header", map[string]string{"Mcp-Protocol-Version": "2026-07-28"},
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, 0},
+		{"no version header", map[string]string{"Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, codeHeaderMismatch},
+		{"versions differ", map[string]string{"Mcp-Protocol-Version": "2026-08-01", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, codeHeaderMismatch},
+		{"no _meta version", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, -32602},
+		{"unknown later revision", map[string]string{"Mcp-Protocol-Version": "2030-01-01", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01"}}}`, codeUnsupportedProtocolVersion},
+		{"no name header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, codeHeaderMismatch},
+		{"resumption", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Last-Event-Id": "3"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, codeHeaderMismatch},
+	} {
+		r := httptest.NewRequest("POST", "/mcp", strings.NewReader(tc.body))
+		for k, v := range tc.hdr {
+			r.Header.Set(k, v)
+		}
+		m, rerr := parseMessage([]byte(tc.body))
+		if rerr != nil {
+			t.Fatalf("%s: %v", tc.name, rerr)
+		}
+		if !isStatelessRequest(r, m) {
+			t.Errorf("%s: not taken as a 2026-07-28 request", tc.name)
+		}
+		got := 0
+		if rpc := checkStateless(r, m); rpc != nil {
+			got = rpc.Code
+		}
+		if got != tc.code {
+			t.Errorf("%s: code %d, want %d", tc.name, got, tc.code)
+		}
+	}
+	// Neither header nor _meta names 2026: a plain or session request.
+	r := httptest.NewRequest("POST", "/mcp", nil)
+	r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	m, _ := parseMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`))
+	if isStatelessRequest(r, m) {
+		t.Error("a 2025 request taken as stateless")
+	}
+}
