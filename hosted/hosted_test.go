@@ -403,3 +403,29 @@ func TestEngineUnreachable(t *testing.T) {
 		t.Errorf("rows = %d, want 1 (the failed registration left none)", len(rows))
 	}
 }
+
+func TestProjectGone(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	ctx := context.Background()
+	if _, err := e.st.CreateProject(ctx, switchboard.Project{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := e.start()
+	if _, err := svc.Register(ctx, "acme", switchboard.HostedRegistration{Name: "a", Image: e.image, Volumes: []string{"/data"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.register(switchboard.HostedRegistration{Name: "b"})
+	if err := e.st.DeleteProject(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	svc.ProjectGone("acme")
+	if err := svc.Close(ctx); err != nil { // waits for the removal
+		t.Fatal(err)
+	}
+	if vs := volumes(t, e.eng); len(vs) != 0 {
+		t.Errorf("volumes of the deleted project left: %+v", vs)
+	}
+	if _, err := svc.Get(ctx, "acme", "a"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Errorf("Get after the project is gone: %v", err)
+	}
+}

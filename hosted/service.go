@@ -727,3 +727,31 @@ func (s *Service) All() []switchboard.HostedStatus {
 	}
 	return out
 }
+
+// ProjectGone stops and removes the containers and volumes of every
+// hosted server of a deleted project (the store deleted their rows with
+// it). It returns at once; the work is waited for by Close.
+func (s *Service) ProjectGone(project string) {
+	s.mu.Lock()
+	var gone []*supervisor
+	for id, sup := range s.sups {
+		if sup.project == project {
+			gone = append(gone, sup)
+			delete(s.sups, id)
+		}
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if len(gone) == 0 || closed {
+		return
+	}
+	s.wg.Go(func() {
+		for _, sup := range gone {
+			sup.close(s.timing.StopTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			s.cleanup(ctx, sup.id, sup.plan, false)
+			cancel()
+			s.log.Info("hosted server removed with its project", "project", project, "server", sup.plan.reg.Name)
+		}
+	})
+}

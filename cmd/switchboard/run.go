@@ -147,7 +147,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	met.Hosted(hr.svc.All)
 	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
-		OnState: met.SetState, OnRemoved: met.Forget,
+		OnState: met.SetState,
+		OnRemoved: func(project, server string) {
+			met.Forget(project, server)
+			if server == "" {
+				hr.svc.ProjectGone(project) // its rows went with it
+			}
+		},
 		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
