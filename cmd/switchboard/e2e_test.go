@@ -755,7 +755,7 @@ func TestMetrics(t *testing.T) {
 // /healthz and /readyz answer 200, and a session idle past
 // MCP_SERVER_SESSION_IDLE_TIMEOUT is ended (later requests on it: 404).
 func TestStatusAndIdleSessions(t *testing.T) {
-	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SESSION_IDLE_TIMEOUT": "500ms"})
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SESSION_IDLE_TIMEOUT": "3s"})
 	c := newRaw(t, g.url+"/mcp")
 	c.initialize()
 	c.toolText("echo", map[string]any{"text": "x"})
