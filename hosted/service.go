@@ -288,7 +288,11 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
-	id, env, err := s.create(ctx, project, row.ID, p)
+	// A client that goes away must not cut a create off half-way (the
+	// container would exist without anyone knowing its ID).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	id, env, err := s.create(cctx, project, row.ID, p)
+	cancel()
 	if err != nil {
 		s.cleanup(context.WithoutCancel(ctx), row.ID, p, false)
 		if derr := s.st.DeleteWorkspace(context.WithoutCancel(ctx), row.ID); derr != nil {

@@ -231,7 +231,10 @@ func (s *supervisor) prepare(fresh bool) (string, error) {
 	if id != "" {
 		s.removeContainer()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	// Not cut off by close: a create the engine finishes after its caller
+	// gave up would leave a container nobody knows the ID of. The loop
+	// removes it once it has the ID.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), time.Minute)
 	defer cancel()
 	id, env, err := s.svc.create(ctx, s.project, s.id, s.plan)
 	if err != nil {
@@ -476,6 +479,9 @@ func (s *supervisor) pause(d time.Duration, fresh *bool) bool {
 		return true
 	case reply := <-s.restart:
 		s.resetCounters()
+		s.mu.Lock()
+		s.restarts++
+		s.mu.Unlock()
 		*fresh = true
 		reply <- nil
 		return true
@@ -511,7 +517,7 @@ func (s *supervisor) manualRestart(exited <-chan engine.Exit) {
 func (s *supervisor) resetCounters() {
 	s.mu.Lock()
 	s.crashes, s.step, s.warning, s.nextStart = nil, 0, "", time.Time{}
-	s.restarts, s.crashTotal = 0, 0
+	s.crashTotal = 0
 	s.mu.Unlock()
 }
 
