@@ -263,12 +263,12 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 		return nil, err
 	}
 	url := ""
+	state, err := e.Inspect(ctx, id)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	if !s.plan.stdio {
-		state, err := e.Inspect(ctx, id)
-		if err != nil {
-			_ = st.Close()
-			return nil, err
-		}
 		if state.IP == "" {
 			_ = st.Close()
 			return nil, invalid("hosted server %q: the container has no IP address on network %q to reach port %d", s.plan.reg.Name, s.plan.reg.Network, s.plan.reg.Port)
@@ -277,6 +277,9 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 	}
 	s.mu.Lock()
 	s.url = url
+	if state.Runtime != "" {
+		s.runtime = state.Runtime
+	}
 	if s.stream != nil {
 		_ = s.stream.Close()
 	}
