@@ -1,0 +1,410 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// defaultPidsLimit caps processes when a Spec sets none: a fork bomb
+// stops at it.
+const defaultPidsLimit = 256
+
+// Mount is a named volume mounted into a container.
+type Mount struct {
+	Volume   string
+	Target   string
+	ReadOnly bool
+}
+
+// Spec describes a container to create. Hardening is not optional: every
+// container drops all capabilities, gets no-new-privileges, an init
+// process as PID 1, a pids limit, capped logs, no restart policy (the
+// gateway restarts) and no network unless Network names one. There is no
+// way to ask for privileged mode, devices, host namespaces or host binds.
+type Spec struct {
+	Name       string // "" lets the engine pick
+	Image      string
+	Cmd        []string
+	Entrypoint []string
+	Env        []string // "K=V"
+	WorkingDir string
+	User       string
+	Labels     map[string]string // LabelManaged and LabelInstance are added
+	// Stdin keeps stdin open for an attach bridge (no TTY).
+	Stdin        bool
+	NanoCPUs     int64 // 1e9 is one CPU; 0 is unlimited
+	MemoryBytes  int64 // also the memory+swap limit (no swap); 0 is unlimited
+	PidsLimit    int64 // 0 takes 256
+	DiskBytes    int64 // applied only when Info.DiskQuota, else ignored
+	Network      string
+	ReadOnlyRoot bool
+	Tmpfs        map[string]string // path -> options ("rw,nosuid,size=64m")
+	Mounts       []Mount
+	Runtime      string        // "" is the engine's default; "runsc" for gVisor
+	StopTimeout  time.Duration // default 10s
+	// DiskQuota must be set by the caller from Info when DiskBytes should
+	// be applied; the engine does not probe on every create.
+	DiskQuota bool
+}
+
+// Create creates (does not start) a container. Errors: ErrNotFound when
+// the image is missing (the message names it), ErrInvalid for a spec the
+// engine refuses (an unknown runtime, a bad limit), ErrConflict when the
+// name is taken, ErrUnavailable when the engine is down.
+func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
+	if s.Image == "" {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, "container: an image is required")
+	}
+	stop := int(s.StopTimeout / time.Second)
+	if stop <= 0 {
+		stop = 10
+	}
+	pids := s.PidsLimit
+	if pids <= 0 {
+		pids = defaultPidsLimit
+	}
+	network := s.Network
+	if network == "" {
+		network = "none"
+	}
+	init := true
+	cfg := &container.Config{
+		Image: s.Image, Cmd: s.Cmd, Entrypoint: s.Entrypoint, Env: s.Env, WorkingDir: s.WorkingDir,
+		User: s.User, Labels: e.labels(s.Labels), StopTimeout: &stop,
+		OpenStdin: s.Stdin, StdinOnce: false, AttachStdin: s.Stdin, AttachStdout: s.Stdin, AttachStderr: s.Stdin,
+	}
+	if network == "none" {
+		cfg.NetworkDisabled = false // "none" gives a loopback-only namespace
+	}
+	hc := &container.HostConfig{
+		Init:           &init,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		NetworkMode:    container.NetworkMode(network),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		ReadonlyRootfs: s.ReadOnlyRoot,
+		Tmpfs:          s.Tmpfs,
+		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
+		Runtime:        s.Runtime,
+		Resources: container.Resources{
+			NanoCPUs:  s.NanoCPUs,
+			Memory:    s.MemoryBytes,
+			PidsLimit: &pids,
+		},
+	}
+	if s.MemoryBytes > 0 {
+		hc.Resources.MemorySwap = s.MemoryBytes
+	}
+	if s.DiskBytes > 0 && s.DiskQuota {
+		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(s.DiskBytes, 10)}
+	}
+	for _, m := range s.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	res, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Name, Config: cfg, HostConfig: hc})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
+			return "", switchboard.Errorf(switchboard.ErrNotFound, "image %q is not present in the Docker engine (nothing is pulled); build or load it first", s.Image)
+		}
+		return "", e.wrap(err, "create container")
+	}
+	return res.ID, nil
+}
+
+// Start starts a created or stopped container.
+func (e *Engine) Start(ctx context.Context, id string) error {
+	_, err := e.cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
+	return e.wrap(err, "start container")
+}
+
+// Stop sends SIGTERM and SIGKILL after timeout. A stopped or missing
+// container is not an error.
+func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	secs := int((timeout + time.Second - 1) / time.Second)
+	_, err := e.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsNotModified(err) {
+		return e.wrap(err, "stop container")
+	}
+	return nil
+}
+
+// Kill sends signal ("KILL", "TERM") to the container's main process.
+func (e *Engine) Kill(ctx context.Context, id, signal string) error {
+	_, err := e.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: signal})
+	return e.wrap(err, "kill container")
+}
+
+// Remove removes a container, running or not; a missing one is not an
+// error. Its named volumes stay.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	_, err := e.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		// "removal already in progress" is a conflict we can ignore.
+		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "in progress") {
+			return nil
+		}
+		return e.wrap(err, "remove container")
+	}
+	return nil
+}
+
+// Pause freezes every process of a container.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	_, err := e.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	return e.wrap(err, "pause container")
+}
+
+// Unpause resumes a paused container.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	_, err := e.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	return e.wrap(err, "unpause container")
+}
+
+// Exit is how a container's main process ended.
+type Exit struct {
+	Code      int
+	OOMKilled bool
+	Err       error // the wait itself failed (engine connection lost)
+}
+
+// WaitNextExit reports the container's next exit. Register it before
+// Start, so a process that dies at once is not missed.
+func (e *Engine) WaitNextExit(ctx context.Context, id string) <-chan Exit {
+	return e.wait(ctx, id, container.WaitConditionNextExit)
+}
+
+// WaitNotRunning reports when a container (adopted, already running) stops.
+func (e *Engine) WaitNotRunning(ctx context.Context, id string) <-chan Exit {
+	return e.wait(ctx, id, container.WaitConditionNotRunning)
+}
+
+func (e *Engine) wait(ctx context.Context, id string, cond container.WaitCondition) <-chan Exit {
+	out := make(chan Exit, 1)
+	wr := e.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: cond})
+	go func() {
+		select {
+		case r := <-wr.Result:
+			ex := Exit{Code: int(r.StatusCode)}
+			if r.Error != nil && r.Error.Message != "" {
+				ex.Err = switchboard.Errorf(switchboard.ErrInternal, "wait: %s", r.Error.Message)
+			}
+			// OOM is only in the inspect state.
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if st, err := e.Inspect(ictx, id); err == nil {
+				ex.OOMKilled = st.OOMKilled
+			}
+			cancel()
+			out <- ex
+		case err := <-wr.Error:
+			out <- Exit{Code: -1, Err: e.wrap(err, "wait for container")}
+		}
+	}()
+	return out
+}
+
+// State is a container as inspected.
+type State struct {
+	ID, Name, Image, Status string
+	Running                 bool
+	Paused                  bool
+	ExitCode                int
+	OOMKilled               bool
+	StartedAt, FinishedAt   time.Time
+	// IP is the first network's address; "" without a network.
+	IP           string
+	Labels       map[string]string
+	Runtime      string
+	NetworkMode  string
+	NanoCPUs     int64
+	MemoryBytes  int64
+	PidsLimit    int64
+	ReadOnlyRoot bool
+	Init         bool
+	CapDrop      []string
+	SecurityOpt  []string
+	StorageOpt   map[string]string
+	Mounts       []Mount
+}
+
+// Inspect returns a container's state. Errors: ErrNotFound.
+func (e *Engine) Inspect(ctx context.Context, id string) (State, error) {
+	res, err := e.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return State{}, e.wrap(err, "inspect container")
+	}
+	c := res.Container
+	st := State{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), Image: c.Image}
+	if c.Config != nil {
+		st.Labels = c.Config.Labels
+		st.Image = c.Config.Image
+	}
+	if c.State != nil {
+		st.Status = string(c.State.Status)
+		st.Running, st.Paused = c.State.Running, c.State.Paused
+		st.ExitCode, st.OOMKilled = c.State.ExitCode, c.State.OOMKilled
+		st.StartedAt, st.FinishedAt = parseTime(c.State.StartedAt), parseTime(c.State.FinishedAt)
+	}
+	if h := c.HostConfig; h != nil {
+		st.Runtime, st.NetworkMode = h.Runtime, string(h.NetworkMode)
+		st.NanoCPUs, st.MemoryBytes = h.NanoCPUs, h.Memory
+		if h.PidsLimit != nil {
+			st.PidsLimit = *h.PidsLimit
+		}
+		st.ReadOnlyRoot = h.ReadonlyRootfs
+		st.Init = h.Init != nil && *h.Init
+		st.CapDrop, st.SecurityOpt, st.StorageOpt = h.CapDrop, h.SecurityOpt, h.StorageOpt
+		for _, m := range h.Mounts {
+			st.Mounts = append(st.Mounts, Mount{Volume: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		}
+	}
+	if c.NetworkSettings != nil {
+		for _, n := range c.NetworkSettings.Networks {
+			if n != nil && n.IPAddress.IsValid() {
+				st.IP = n.IPAddress.String()
+				break
+			}
+		}
+	}
+	return st, nil
+}
+
+// List returns this instance's containers (in any state) that carry the
+// given labels.
+func (e *Engine) List(ctx context.Context, labels map[string]string) ([]State, error) {
+	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: e.filters(labels)})
+	if err != nil {
+		return nil, e.wrap(err, "list containers")
+	}
+	out := make([]State, 0, len(res.Items))
+	for _, c := range res.Items {
+		st, err := e.Inspect(ctx, c.ID)
+		if err != nil {
+			if cerrdefs.IsNotFound(err) || switchboardNotFound(err) {
+				continue // removed meanwhile
+			}
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func switchboardNotFound(err error) bool { return errors.Is(err, switchboard.ErrNotFound) }
+
+// Reap removes this instance's containers carrying labels for which keep
+// returns false, and returns their ids. keep may be nil (remove all).
+func (e *Engine) Reap(ctx context.Context, labels map[string]string, keep func(State) bool) ([]string, error) {
+	list, err := e.List(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, st := range list {
+		if keep != nil && keep(st) {
+			continue
+		}
+		if err := e.Remove(ctx, st.ID); err != nil {
+			return removed, err
+		}
+		removed = append(removed, st.ID)
+	}
+	return removed, nil
+}
+
+// Stats is a container's resource use.
+type Stats struct {
+	CPUPercent  float64 // of one CPU: 150 is one and a half
+	MemoryBytes int64
+	MemoryLimit int64
+	Pids        int64
+}
+
+// Stats samples a container's resource use; it takes about a second (the
+// engine takes two samples for the CPU figure).
+func (e *Engine) Stats(ctx context.Context, id string) (Stats, error) {
+	res, err := e.cli.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: false, IncludePreviousSample: true})
+	if err != nil {
+		return Stats{}, e.wrap(err, "container stats")
+	}
+	defer res.Body.Close()
+	var s container.StatsResponse
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&s); err != nil {
+		return Stats{}, e.wrap(err, "container stats")
+	}
+	out := Stats{MemoryBytes: int64(s.MemoryStats.Usage), MemoryLimit: int64(s.MemoryStats.Limit), Pids: int64(s.PidsStats.Current)}
+	// Page cache is not the process's memory (as docker stats shows it).
+	if v, ok := s.MemoryStats.Stats["total_inactive_file"]; ok && v < s.MemoryStats.Usage {
+		out.MemoryBytes -= int64(v)
+	} else if v, ok := s.MemoryStats.Stats["inactive_file"]; ok && v < s.MemoryStats.Usage {
+		out.MemoryBytes -= int64(v)
+	}
+	cpuDelta := float64(s.CPUStats.CPUUsage.TotalUsage) - float64(s.PreCPUStats.CPUUsage.TotalUsage)
+	sysDelta := float64(s.CPUStats.SystemUsage) - float64(s.PreCPUStats.SystemUsage)
+	cpus := float64(s.CPUStats.OnlineCPUs)
+	if cpus == 0 {
+		cpus = float64(len(s.CPUStats.CPUUsage.PercpuUsage))
+	}
+	if cpuDelta > 0 && sysDelta > 0 {
+		out.CPUPercent = cpuDelta / sysDelta * cpus * 100
+	}
+	return out, nil
+}
+
+// Logs returns up to the last tail lines the container wrote (stdout and
+// stderr interleaved as the log driver kept them).
+func (e *Engine) Logs(ctx context.Context, id string, tail int) (string, error) {
+	if tail <= 0 {
+		tail = 100
+	}
+	rc, err := e.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(tail)})
+	if err != nil {
+		return "", e.wrap(err, "container logs")
+	}
+	defer rc.Close()
+	var buf capped
+	buf.max = 1 << 20
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil && ctx.Err() == nil {
+		return buf.String(), e.wrap(err, "container logs")
+	}
+	return buf.String(), nil
+}
+
+// capped is a buffer that keeps the first max bytes and drops the rest.
+type capped struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.b); room > 0 {
+		if len(p) > room {
+			c.b = append(c.b, p[:room]...)
+		} else {
+			c.b = append(c.b, p...)
+		}
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
+}

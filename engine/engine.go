@@ -1,0 +1,277 @@
+// Package engine is the one place Switchboard talks to a Docker Engine:
+// images, hardened containers, their attach streams, exec, volumes,
+// labels and cleanup. hosted/ (MCP servers in containers) and sandbox/
+// (code execution) both build on it; nothing Docker-typed leaves it.
+//
+// Every object it creates carries LabelManaged and LabelInstance, the
+// latter naming the gateway instance (its data dir or database), so a
+// restarted gateway can find what it made before, and two gateways on one
+// engine never touch each other's containers.
+//
+// Errors are the root package's sentinels: ErrNotFound, ErrConflict,
+// ErrInvalid, ErrUnavailable (the engine cannot be reached) and
+// ErrInternal, each with a message safe to show a client.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Labels on every object the engine creates, and the ones callers set.
+const (
+	LabelManaged  = "io.switchboard.managed"  // "1" on everything we create
+	LabelInstance = "io.switchboard.instance" // Options.Instance
+	LabelKind     = "io.switchboard.kind"     // the caller's kind: "mcp_server", "workspace", "helper"
+	LabelOwner    = "io.switchboard.owner"    // the caller's owning row id
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Host is the engine's address ("unix:///var/run/docker.sock",
+	// "tcp://host:2375"); empty takes DOCKER_HOST, then the default socket.
+	Host string
+	// Instance names this gateway instance; every object carries it. It
+	// must be stable across restarts of the same gateway (a hash of its
+	// data dir or database, say) and differ between gateways.
+	Instance string
+	Logger   *slog.Logger
+}
+
+// Engine is a connection to one Docker Engine on behalf of one gateway
+// instance. It is safe for concurrent use.
+type Engine struct {
+	cli      *client.Client
+	host     string
+	instance string
+	log      *slog.Logger
+}
+
+// New returns an Engine for opts. It does no I/O: an engine that is down
+// shows up on the first call (Ping says why).
+func New(opts Options) (*Engine, error) {
+	if opts.Instance == "" {
+		return nil, switchboard.Errorf(switchboard.ErrInvalid, "engine: an instance name is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	o := []client.Opt{client.FromEnv}
+	if opts.Host != "" {
+		o = append(o, client.WithHost(opts.Host))
+	}
+	cli, err := client.New(o...)
+	if err != nil {
+		return nil, switchboard.Errorf(switchboard.ErrInvalid, "Docker engine address is invalid: %v; set DOCKER_HOST to unix:///var/run/docker.sock or tcp://host:port", err)
+	}
+	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, log: opts.Logger}, nil
+}
+
+// Close releases the client's connections.
+func (e *Engine) Close() error { return e.cli.Close() }
+
+// Instance returns the instance name this engine labels objects with.
+func (e *Engine) Instance() string { return e.instance }
+
+// Host returns the engine address in use.
+func (e *Engine) Host() string { return e.host }
+
+// Ping checks that the engine answers. Errors: ErrUnavailable.
+func (e *Engine) Ping(ctx context.Context) error {
+	if _, err := e.cli.Ping(ctx, client.PingOptions{}); err != nil {
+		return e.unreachable(err)
+	}
+	return nil
+}
+
+func (e *Engine) unreachable(err error) error {
+	return switchboard.Errorf(switchboard.ErrUnavailable, "Docker engine not reachable at %s: %s; start Docker or set DOCKER_HOST", e.host, causeText(err))
+}
+
+// Info is what the gateway needs to know about the engine.
+type Info struct {
+	ServerVersion  string
+	Driver         string
+	DefaultRuntime string
+	Runtimes       []string
+	NCPU           int
+	MemTotal       int64
+	// DiskQuota is true when the storage driver enforces a per-container
+	// size (overlay2 on xfs with project quotas, btrfs, zfs).
+	DiskQuota bool
+}
+
+// HasRuntime reports whether the engine offers the named runtime.
+func (i Info) HasRuntime(name string) bool {
+	for _, r := range i.Runtimes {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Info describes the engine. Errors: ErrUnavailable.
+func (e *Engine) Info(ctx context.Context) (Info, error) {
+	res, err := e.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return Info{}, e.wrap(err, "engine info")
+	}
+	in := res.Info
+	out := Info{ServerVersion: in.ServerVersion, Driver: in.Driver, DefaultRuntime: in.DefaultRuntime, NCPU: in.NCPU, MemTotal: in.MemTotal}
+	for name := range in.Runtimes {
+		out.Runtimes = append(out.Runtimes, name)
+	}
+	switch in.Driver {
+	case "btrfs", "zfs":
+		out.DiskQuota = true
+	case "overlay2":
+		for _, kv := range in.DriverStatus {
+			if kv[0] == "Backing Filesystem" && kv[1] == "xfs" {
+				// Only with pquota; create fails loudly otherwise, which
+				// Create reports as ErrInvalid.
+				out.DiskQuota = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// wrap turns a client error into a domain error whose message names what
+// was being done. It never leaks the engine's raw response for unknown
+// failures beyond its first line.
+func (e *Engine) wrap(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	switch {
+	case client.IsErrConnectionFailed(err), isNetErr(err):
+		return e.unreachable(err)
+	case cerrdefs.IsNotFound(err):
+		return switchboard.Errorf(switchboard.ErrNotFound, "%s: %s", what, causeText(err))
+	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
+		return switchboard.Errorf(switchboard.ErrConflict, "%s: %s", what, causeText(err))
+	case cerrdefs.IsInvalidArgument(err):
+		return switchboard.Errorf(switchboard.ErrInvalid, "%s: %s", what, causeText(err))
+	case cerrdefs.IsUnavailable(err):
+		return switchboard.Errorf(switchboard.ErrUnavailable, "%s: %s", what, causeText(err))
+	}
+	return fmt.Errorf("%w: %s: %s", switchboard.ErrInternal, what, causeText(err))
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// causeText is the engine's message without the client's boilerplate.
+func causeText(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "Error response from daemon: ")
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// labels returns the caller's labels plus ours.
+func (e *Engine) labels(extra map[string]string) map[string]string {
+	l := make(map[string]string, len(extra)+2)
+	for k, v := range extra {
+		l[k] = v
+	}
+	l[LabelManaged] = "1"
+	l[LabelInstance] = e.instance
+	return l
+}
+
+// filters selects this instance's objects carrying the given labels.
+func (e *Engine) filters(extra map[string]string) client.Filters {
+	f := make(client.Filters).Add("label", LabelManaged+"=1", LabelInstance+"="+e.instance)
+	for k, v := range extra {
+		f = f.Add("label", k+"="+v)
+	}
+	return f
+}
+
+// ImageExists reports whether ref is present in the engine.
+func (e *Engine) ImageExists(ctx context.Context, ref string) (bool, error) {
+	_, err := e.cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return true, nil
+	}
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return false, e.wrap(err, "inspect image "+ref)
+}
+
+// ImportImage creates image ref from rootfs, an uncompressed tar of the
+// root file system, with Dockerfile-style changes ("CMD [\"/server\"]",
+// "USER 65534:65534", "ENV K=V", "WORKDIR /x"). Nothing is pulled.
+func (e *Engine) ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string) error {
+	rc, err := e.cli.ImageImport(ctx, client.ImageImportSource{Source: rootfs, SourceName: "-"}, ref, client.ImageImportOptions{Changes: changes})
+	if err != nil {
+		return e.wrap(err, "import image "+ref)
+	}
+	defer rc.Close()
+	// The body is a JSON progress stream; an error arrives inside it.
+	b, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return e.wrap(err, "import image "+ref)
+	}
+	if i := strings.Index(string(b), `"errorDetail"`); i >= 0 {
+		return fmt.Errorf("%w: import image %s: %s", switchboard.ErrInternal, ref, strings.TrimSpace(string(b[i:])))
+	}
+	return nil
+}
+
+// RemoveImage removes image ref; a missing image is not an error.
+func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
+	_, err := e.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return e.wrap(err, "remove image "+ref)
+	}
+	return nil
+}
+
+// Images lists the tags of repository repo ("switchboard-test/echo").
+func (e *Engine) Images(ctx context.Context, repo string) ([]string, error) {
+	res, err := e.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", repo)})
+	if err != nil {
+		return nil, e.wrap(err, "list images")
+	}
+	var out []string
+	for _, im := range res.Items {
+		out = append(out, im.RepoTags...)
+	}
+	return out, nil
+}
+
+// parseTime reads the engine's RFC 3339 timestamps; the zero value stays
+// zero ("0001-01-01T00:00:00Z").
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() <= 1 {
+		return time.Time{}
+	}
+	return t
+}

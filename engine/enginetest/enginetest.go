@@ -1,0 +1,142 @@
+// Package enginetest gives tests a real Docker Engine and images they build
+// themselves (there is no registry to pull from): a missing engine skips the
+// test, or fails it when SWITCHBOARD_TEST_REQUIRE names "docker" (or "all").
+package enginetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
+)
+
+// TestLabel marks images this package made; cleanup touches no others.
+const TestLabel = "io.switchboard.test"
+
+// New returns an Engine with a fresh instance name. Every container and
+// volume carrying that instance label is removed when t ends.
+func New(t testing.TB) *engine.Engine {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	e, err := engine.New(engine.Options{Instance: "test-" + hex.EncodeToString(b[:])})
+	if err != nil {
+		testenv.Need(t, "docker", false, err.Error())
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Ping(ctx); err != nil {
+		_ = e.Close()
+		testenv.Need(t, "docker", false, err.Error())
+		return nil
+	}
+	t.Cleanup(func() { Cleanup(t, e) })
+	return e
+}
+
+// Cleanup removes every container and volume of e's instance.
+func Cleanup(t testing.TB, e *engine.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := e.Reap(ctx, nil, nil); err != nil {
+		t.Errorf("cleanup containers: %v", err)
+	}
+	vols, err := e.ListVolumes(ctx, nil)
+	if err != nil {
+		t.Errorf("cleanup volumes: %v", err)
+	}
+	for _, v := range vols {
+		if err := e.RemoveVolume(ctx, v.Name); err != nil {
+			t.Errorf("cleanup volume %s: %v", v.Name, err)
+		}
+	}
+}
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{} // pkg -> image ref, per test process
+)
+
+// GoImage builds the Go main package pkg (an import path in this module)
+// as a static binary and returns an image that holds it at /server and runs
+// it (CMD ["/server"], USER 65534:65534, /tmp present). The image is tagged
+// "switchboard-test/<last element>:<first 12 hex digits of the binary's
+// SHA-256>" and reused when present; older tags of that repository, made
+// by this package, are removed.
+func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if ref, ok := built[pkg]; ok {
+		return ref
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "server")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	repo := "switchboard-test/" + path.Base(pkg)
+	ref := repo + ":" + hex.EncodeToString(sum[:6])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ok, err := e.ImageExists(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		now := time.Unix(0, 0)
+		for _, d := range []string{"tmp/", "data/"} {
+			if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(data)), ModTime: now}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		changes := []string{`CMD ["/server"]`, "USER 65534:65534", "LABEL " + TestLabel + "=1"}
+		if err := e.ImportImage(ctx, &buf, ref, changes); err != nil {
+			t.Fatal(err)
+		}
+		// Older builds of the same fixture are ours and stale.
+		tags, err := e.Images(ctx, repo)
+		if err == nil {
+			for _, tag := range tags {
+				if tag != ref && strings.HasPrefix(tag, repo+":") {
+					_ = e.RemoveImage(ctx, tag)
+				}
+			}
+		}
+	}
+	built[pkg] = ref
+	return ref
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// stderrTail is how much of a container's stderr a Stream keeps.
+const stderrTail = 16 << 10
+
+// Stream is a container's stdio while attached: Read gives its stdout
+// (demultiplexed from stderr), Write feeds its stdin, Stderr returns the
+// last 16 KiB of its stderr. Read returns io.EOF once the process exits or
+// the stream is closed. Close detaches without stopping the container (its
+// stdin stays open for the next attach).
+type Stream struct {
+	hj     client.HijackedResponse
+	stdout *io.PipeReader
+	stderr *ring
+
+	wmu       sync.Mutex
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// Attach attaches to a container created with Spec.Stdin. Call it before
+// Start so nothing the process writes early is lost.
+func (e *Engine) Attach(ctx context.Context, id string) (*Stream, error) {
+	res, err := e.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, e.wrap(err, "attach container")
+	}
+	pr, pw := io.Pipe()
+	s := &Stream{hj: res.HijackedResponse, stdout: pr, stderr: &ring{n: stderrTail}, done: make(chan struct{})}
+	go func() {
+		_, err := stdcopy.StdCopy(pw, s.stderr, res.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Read reads the container's stdout.
+func (s *Stream) Read(p []byte) (int, error) { return s.stdout.Read(p) }
+
+// Write writes to the container's stdin. Writes are whole: concurrent
+// callers never interleave within one call.
+func (s *Stream) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.hj.Conn.Write(p)
+}
+
+// Stderr returns the tail of what the container wrote to stderr while
+// attached.
+func (s *Stream) Stderr() string { return s.stderr.String() }
+
+// Done is closed when the attach ends (the process exited or Close).
+func (s *Stream) Done() <-chan struct{} { return s.done }
+
+// Close detaches. It never half-closes stdin, so the container keeps
+// running and can be attached again.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.hj.Close()
+		_ = s.stdout.Close()
+	})
+	return nil
+}
+
+// ring keeps the last n bytes written to it.
+type ring struct {
+	mu  sync.Mutex
+	buf []byte
+	n   int
+}
+
+func (r *ring) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if len(r.buf) > r.n {
+		r.buf = append(r.buf[:0], r.buf[len(r.buf)-r.n:]...)
+	}
+	return len(p), nil
+}
+
+func (r *ring) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.buf)
+}
