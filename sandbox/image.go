@@ -58,8 +58,8 @@ type Builder struct {
 // Package is one resolved Debian package.
 type Package struct{ Name, Version string }
 
-// Result says which image Build produced.
-type Result struct {
+// BuildResult says which image Build produced.
+type BuildResult struct {
 	Ref      string
 	Reused   bool // the engine had it already; nothing was downloaded
 	Packages []Package
@@ -71,21 +71,21 @@ type Result struct {
 // tar and imports it. Errors: ErrConfig when apt-get or dpkg-deb are
 // missing or fail (the message says what to install or check), the
 // engine's errors for the import.
-func (b *Builder) Build(ctx context.Context) (Result, error) {
+func (b *Builder) Build(ctx context.Context) (BuildResult, error) {
 	log := b.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cache, err := b.cacheDir()
 	if err != nil {
-		return Result{}, err
+		return BuildResult{}, err
 	}
 	pkgs, err := b.resolve(ctx, cache)
 	if err != nil {
-		return Result{}, err
+		return BuildResult{}, err
 	}
 	ref := ImageRepository + ":" + ImageTag(pkgs)
-	res := Result{Ref: ref, Packages: pkgs}
+	res := BuildResult{Ref: ref, Packages: pkgs}
 	if ok, err := b.Engine.ImageExists(ctx, ref); err != nil {
 		return res, err
 	} else if ok {
