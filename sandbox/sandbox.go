@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -259,6 +260,7 @@ func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
 // flavorLimits are the resources of a flavor, capped by the machine.
 type flavorLimits struct {
 	nanoCPUs, memory, pids int64
+	fileBytes              int64 // largest file one execution may write
 	tmpfs                  string
 }
 
@@ -278,7 +280,7 @@ func limitsFor(flavor string, info engine.Info) flavorLimits {
 		mem = info.MemTotal / 2
 	}
 	tmp := mem / 8
-	return flavorLimits{nanoCPUs: cpus * 1e9, memory: mem, pids: pids, tmpfs: fmt.Sprintf("rw,nosuid,nodev,size=%d", tmp)}
+	return flavorLimits{nanoCPUs: cpus * 1e9, memory: mem, pids: pids, fileBytes: gib << 30, tmpfs: fmt.Sprintf("rw,nosuid,nodev,size=%d", tmp)}
 }
 
 func (s *Service) imageFor(template string) (ref, variable string) {
@@ -402,10 +404,10 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	}
 	x.stopped = true
 	x.mu.Unlock()
+	err := s.opts.Engine.Remove(ctx, x.containerID)
 	s.mu.Lock()
 	delete(s.sessions, x.id)
 	s.mu.Unlock()
-	err := s.opts.Engine.Remove(ctx, x.containerID)
 	s.touchWorkspace(x, "ready")
 	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
 	if err != nil {
@@ -505,9 +507,12 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 	// The wrapper records its pid (= the process group timeout makes) for
 	// a cancellation, enters working_dir, then becomes timeout, which
 	// kills its whole process group when the time is up.
-	script := `mkdir -p /tmp/.switchboard 2>/dev/null; echo $$ > /tmp/.switchboard/` + execID + `; cd -- "$1" || exit 126; shift; exec timeout -s KILL "$@"`
+	// ulimit -f caps each file written (in 512-byte blocks): volumes have
+	// no quota, so one runaway write cannot fill the host's disk.
+	script := `mkdir -p /tmp/.switchboard 2>/dev/null; echo $$ > /tmp/.switchboard/` + execID + `; ulimit -f "$2"; cd -- "$1" || exit 126; shift 2; exec timeout -s KILL "$@"`
+	blocks := strconv.FormatInt(limitsFor(x.flavor, engine.Info{}).fileBytes/512, 10)
 	spec := engine.ExecSpec{
-		Cmd:    append([]string{"sh", "-c", script, "sh", r.workingDir, secs}, r.argv...),
+		Cmd:    append([]string{"sh", "-c", script, "sh", r.workingDir, blocks, secs}, r.argv...),
 		Env:    r.env,
 		Stdout: out,
 		Stderr: errw,
@@ -549,7 +554,7 @@ func (s *Service) killGroup(x *session, execID string) {
 	defer cancel()
 	f := "/tmp/.switchboard/" + execID
 	_, err := s.opts.Engine.Exec(ctx, x.containerID, engine.ExecSpec{
-		Cmd:    []string{"sh", "-c", `p=$(cat "$1" 2>/dev/null) && kill -KILL -- "-$p" 2>/dev/null; rm -f "$1"`, "sh", f},
+		Cmd:    []string{"sh", "-c", `p=$(cat "$1" 2>/dev/null) && kill -KILL "-$p" 2>/dev/null; rm -f "$1"`, "sh", f},
 		Stdout: io.Discard, Stderr: io.Discard,
 	})
 	if err != nil {
