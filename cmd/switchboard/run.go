@@ -69,6 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return serveDemo(ctx, os.Stdin, stdout)
 		case "healthcheck":
 			return healthcheck(ctx, getenv)
+		case "sandbox":
+			return runSandbox(ctx, fs.Args()[1:], getenv, stdout, stderr)
 		case "projects", "servers", "tools", "call", "secrets", "tokens", "history":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
@@ -342,6 +344,7 @@ Usage:
   switchboard              run the gateway (configured by MCP_SERVER_* variables)
   switchboard demo-server  run the built-in demo MCP server on stdio
   switchboard healthcheck  exit 0 if the gateway on MCP_SERVER_HOST:PORT answers /healthz
+  switchboard sandbox build-image  build the sandbox image from Debian packages (see -h)
   switchboard -version     print the version
 
 Manage a running gateway over its admin API (flags go after the command):
