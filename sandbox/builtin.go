@@ -108,6 +108,36 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		out["volumes"] = vols
 		return jsonResult(out)
 	}
+	if s.opts.Store != nil {
+		switch req.Tool {
+		case ToolListWorkspaces, ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace, ToolRestoreSnapshot:
+			a, err := parseWorkspace(req.Tool, req.Arguments)
+			if err != nil {
+				return nil, err
+			}
+			var v any
+			switch req.Tool {
+			case ToolListWorkspaces:
+				list, err := s.Workspaces(ctx, p.project)
+				if err != nil {
+					return nil, err
+				}
+				v = map[string]any{"workspaces": list}
+			case ToolAttachWorkspace:
+				v, err = s.Attach(ctx, p.project, req.Session, a.WorkspaceID, a.Template, a.Flavor)
+			case ToolDetachWorkspace:
+				v, err = s.Detach(ctx, p.project, req.Session, a.WorkspaceID)
+			case ToolSnapshotWorkspace:
+				v, err = s.Snapshot(ctx, p.project, a.WorkspaceID)
+			case ToolRestoreSnapshot:
+				v, err = s.Restore(ctx, p.project, a.SnapshotID)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return jsonResult(v)
+		}
+	}
 	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", req.Tool)
 }
 

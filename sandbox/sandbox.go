@@ -31,6 +31,7 @@ type Engine interface {
 	Pause(ctx context.Context, id string) error
 	Unpause(ctx context.Context, id string) error
 	Exec(ctx context.Context, id string, s engine.ExecSpec) (int, error)
+	WaitNextExit(ctx context.Context, id string) <-chan engine.Exit
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	RemoveVolume(ctx context.Context, name string) error
 	Reap(ctx context.Context, labels map[string]string, keep func(engine.State) bool) ([]string, error)
@@ -82,6 +83,8 @@ type Service struct {
 	pending  map[string]int      // sessions being created, per project
 	closed   bool
 
+	wsMu sync.Mutex // serializes attach, detach, snapshot and restore
+
 	infoOnce sync.Once
 	info     engine.Info
 	infoErr  error
@@ -104,6 +107,7 @@ type session struct {
 	mu               sync.Mutex   // guards the fields below
 	lastUsed         time.Time
 	agentSession     string
+	attachedBy       string // the agent session holding it through attach_workspace; "" none
 	running          int
 	stopped          bool
 }
@@ -293,6 +297,12 @@ func (s *Service) imageFor(template string) (ref, variable string) {
 // create starts a new session for project. Errors: ErrResourceLimit
 // (the project's cap), ErrConfig (engine or image missing), ErrInternal.
 func (s *Service) create(ctx context.Context, project, agent, template, flavor string) (*session, error) {
+	return s.createOn(ctx, project, agent, template, flavor, "")
+}
+
+// createOn starts a session on workspace wsID, or on a new workspace
+// when wsID is "".
+func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
 	if template == "" {
 		template = "python"
 	}
@@ -330,8 +340,15 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 	now := time.Now()
 	x := &session{id: newID("sb-"), project: project, template: template, flavor: flavor, image: image,
 		createdAt: now, lastUsed: now, agentSession: agent}
-	if err := s.newWorkspace(ctx, x); err != nil {
+	if wsID != "" {
+		x.workspaceID, x.volume = wsID, volumeFor(wsID)
+	} else if err := s.newWorkspace(ctx, x); err != nil {
 		return nil, err
+	}
+	drop := func() {
+		if wsID == "" {
+			s.dropWorkspace(x)
+		}
 	}
 	lim := limitsFor(flavor, info)
 	spec := engine.Spec{
@@ -359,7 +376,7 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 	}
 	id, err := s.opts.Engine.Create(ctx, spec)
 	if err != nil {
-		s.dropWorkspace(x)
+		drop()
 		if errors.Is(err, switchboard.ErrNotFound) {
 			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", image, template, variable)
 		}
@@ -370,7 +387,7 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = s.opts.Engine.Remove(rctx, id)
 		cancel()
-		s.dropWorkspace(x)
+		drop()
 		return nil, engineError(err)
 	}
 	s.mu.Lock()
@@ -457,6 +474,12 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		var err error
 		if x, err = s.lookup(project, r.sessionID); err != nil {
 			return Result{}, err
+		}
+		x.mu.Lock()
+		holder := x.attachedBy
+		x.mu.Unlock()
+		if holder != "" && agent != holder {
+			return Result{}, switchboard.Errorf(switchboard.ErrConflict, "%s: workspace %s of session %s is attached to agent session %s; wait until it detaches (detach_workspace) or its MCP session ends", r.tool, x.workspaceID, x.id, holder)
 		}
 		if r.flavor != "" && r.flavor != x.flavor {
 			return Result{}, invalid("%s: session %s is flavor %s; a session's flavor cannot change (omit flavor, or omit session_id to start a %s session)", r.tool, x.id, x.flavor, r.flavor)
@@ -601,6 +624,15 @@ func (c *capped) result() (string, bool, int64) {
 	return string(b), trunc, c.total
 }
 
+// agent is the agent session x belongs to: the one attached, else the
+// last one that used it. Callers hold x.mu.
+func (x *session) agent() string {
+	if x.attachedBy != "" {
+		return x.attachedBy
+	}
+	return x.agentSession
+}
+
 // SessionInfo describes one session, as get_sessions lists it.
 type SessionInfo struct {
 	SessionID      string    `json:"session_id"`
@@ -623,7 +655,7 @@ func (x *session) describe() SessionInfo {
 		status = "running"
 	}
 	return SessionInfo{SessionID: x.id, Project: x.project, Template: x.template, Flavor: x.flavor, Status: status,
-		CreatedAt: x.createdAt.UTC(), LastUsedAt: x.lastUsed.UTC(), AgentSessionID: x.agentSession,
+		CreatedAt: x.createdAt.UTC(), LastUsedAt: x.lastUsed.UTC(), AgentSessionID: x.agent(),
 		WorkspaceID: x.workspaceID, Volume: x.volume}
 }
 

@@ -20,6 +20,12 @@ const (
 	ToolGetSessions    = "get_sessions"
 	ToolStopSession    = "stop_session"
 	ToolGetVolumePath  = "get_volume_path"
+
+	ToolListWorkspaces    = "list_workspaces"
+	ToolAttachWorkspace   = "attach_workspace"
+	ToolDetachWorkspace   = "detach_workspace"
+	ToolSnapshotWorkspace = "snapshot_workspace"
+	ToolRestoreSnapshot   = "restore_snapshot"
 )
 
 // Templates and flavors accepted by the tools.
@@ -143,6 +149,42 @@ func (s *Service) toolDefs() []json.RawMessage {
 				}}},
 			}},
 		},
+	}
+	if s.opts.Store != nil {
+		wsObj := map[string]any{"type": "object", "properties": map[string]any{
+			"workspace_id": map[string]any{"type": "string"}, "status": map[string]any{"type": "string", "enum": []string{WorkspaceReady, WorkspaceRunning, WorkspaceSnapshot}},
+			"volume": map[string]any{"type": "string"}, "agent_session_id": map[string]any{"type": "string"}, "session_id": map[string]any{"type": "string"},
+			"snapshot_of": map[string]any{"type": "string"}, "last_used_at": map[string]any{"type": "string"}, "created_at": map[string]any{"type": "string"},
+		}}
+		idIn := func(name, desc string, extra map[string]any) map[string]any {
+			props := map[string]any{name: map[string]any{"type": "string", "minLength": 1, "description": desc}}
+			for k, v := range extra {
+				props[k] = v
+			}
+			return map[string]any{"type": "object", "additionalProperties": false, "required": []string{name}, "properties": props}
+		}
+		tools = append(tools,
+			map[string]any{"name": ToolListWorkspaces,
+				"description":  "List this project's workspaces (the persistent /workspace directories sessions run on) and snapshots, with who is attached and which session runs on each.",
+				"inputSchema":  map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{}},
+				"outputSchema": map[string]any{"type": "object", "required": []string{"workspaces"}, "properties": map[string]any{"workspaces": map[string]any{"type": "array", "items": wsObj}}}},
+			map[string]any{"name": ToolAttachWorkspace,
+				"description":  "Attach a workspace to your MCP session, exclusively, and get a sandbox session on it (session_id for execute_code/execute_command): you see exactly the files the previous agent left. Fails, naming the holder, while another agent session is attached. Running processes do not survive a detach; files such as .env persist but are not loaded automatically.",
+				"inputSchema":  idIn("workspace_id", "the workspace, from list_workspaces or a result's workspace_id", map[string]any{"template": map[string]any{"type": "string", "enum": Templates}, "flavor": map[string]any{"type": "string", "enum": Flavors}}),
+				"outputSchema": sessionObj},
+			map[string]any{"name": ToolDetachWorkspace,
+				"description":  "Detach a workspace: its session stops (processes end), its files stay, and another agent may attach it.",
+				"inputSchema":  idIn("workspace_id", "the workspace to release", nil),
+				"outputSchema": wsObj},
+			map[string]any{"name": ToolSnapshotWorkspace,
+				"description":  "Snapshot a workspace: a consistent copy of its files (the session is paused while copying), restorable later with restore_snapshot. Returns the snapshot's id as workspace_id.",
+				"inputSchema":  idIn("workspace_id", "the workspace to copy", nil),
+				"outputSchema": wsObj},
+			map[string]any{"name": ToolRestoreSnapshot,
+				"description":  "Restore a snapshot into a new workspace (new id, status ready) holding exactly the snapshot's files; attach it to work in it.",
+				"inputSchema":  idIn("snapshot_id", "the snapshot, from snapshot_workspace or list_workspaces", nil),
+				"outputSchema": wsObj},
+		)
 	}
 	out := make([]json.RawMessage, len(tools))
 	for i, t := range tools {
@@ -363,4 +405,39 @@ func parseSession(tool string, raw json.RawMessage, required bool) (string, erro
 		return "", nil
 	}
 	return *a.SessionID, nil
+}
+
+// wsArgs are the arguments of the workspace tools.
+type wsArgs struct {
+	WorkspaceID string `json:"workspace_id"`
+	SnapshotID  string `json:"snapshot_id"`
+	Template    string `json:"template"`
+	Flavor      string `json:"flavor"`
+}
+
+func parseWorkspace(tool string, raw json.RawMessage) (wsArgs, error) {
+	var a wsArgs
+	names := []string{"workspace_id"}
+	switch tool {
+	case ToolListWorkspaces:
+		names = nil
+	case ToolAttachWorkspace:
+		names = []string{"workspace_id", "template", "flavor"}
+	case ToolRestoreSnapshot:
+		names = []string{"snapshot_id"}
+	}
+	if err := decodeArgs(tool, raw, names, &a); err != nil {
+		return a, err
+	}
+	switch {
+	case a.Template != "" && !slices.Contains(Templates, a.Template):
+		return a, invalid("%s: unknown template %q; use one of: %s", tool, a.Template, strings.Join(Templates, ", "))
+	case a.Flavor != "" && !slices.Contains(Flavors, a.Flavor):
+		return a, invalid("%s: unknown flavor %q; use one of: %s", tool, a.Flavor, strings.Join(Flavors, ", "))
+	case tool == ToolRestoreSnapshot && a.SnapshotID == "":
+		return a, invalid("%s: snapshot_id is required", tool)
+	case tool != ToolRestoreSnapshot && tool != ToolListWorkspaces && a.WorkspaceID == "":
+		return a, invalid("%s: workspace_id is required", tool)
+	}
+	return a, nil
 }

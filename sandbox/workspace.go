@@ -77,7 +77,7 @@ func (s *Service) touchWorkspace(x *session, status string) {
 	}
 	x.mu.Lock()
 	w.LastUsedAt = x.lastUsed
-	w.AgentSessionID = x.agentSession
+	w.AgentSessionID = x.agent()
 	if x.stopped {
 		w.ContainerID = ""
 	} else {
