@@ -20,7 +20,8 @@ ENV MCP_SERVER_HOST=0.0.0.0 \
     MCP_SERVER_PORT=8080 \
     MCP_SERVER_DATA_DIR=/data \
     MCP_SERVER_LOG_FORMAT=json \
-    HOME=/data
+    HOME=/data \
+    PATH=/
 EXPOSE 8080
 USER 65532:65532
 HEALTHCHECK --interval=30s --timeout=5s CMD ["/switchboard", "healthcheck"]

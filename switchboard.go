@@ -19,6 +19,8 @@ const (
 	TransportStdio          Transport = "stdio"
 	TransportSSE            Transport = "sse"
 	TransportStreamableHTTP Transport = "streamable-http"
+	// TransportHosted is a container's stdio, run by the hosted package.
+	TransportHosted Transport = "hosted"
 )
 
 // ServerSpec is one configured upstream MCP server, after `${VAR}`

@@ -42,7 +42,7 @@ type Config struct {
 	SessionIdleTTL  time.Duration `env:"MCP_SERVER_SESSION_IDLE_TIMEOUT" envDefault:"30m"`
 	MaxSessions     int           `env:"MCP_SERVER_MAX_SESSIONS" envDefault:"10000"`
 	// MaxProjectSessions caps each project's share of MaxSessions; 0: none.
-	MaxProjectSessions int           `env:"MCP_SERVER_MAX_SESSIONS_PER_PROJECT" envDefault:"0"`
+	MaxProjectSessions int           `env:"MCP_SERVER_MAX_SESSIONS_PER_PROJECT" envDefault:"1000"`
 	Heartbeat          time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
 	MaxBodyBytes       int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
 

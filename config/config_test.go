@@ -25,6 +25,10 @@ func TestLoadDefaults(t *testing.T) {
 	if cfg.DataDir != "/home/u/.local/state/switchboard" {
 		t.Errorf("DataDir = %q", cfg.DataDir)
 	}
+	// One tenant must not be able to take every session by default.
+	if cfg.MaxProjectSessions <= 0 || cfg.MaxProjectSessions >= cfg.MaxSessions {
+		t.Errorf("MaxProjectSessions = %d with MaxSessions %d: one project could starve the others", cfg.MaxProjectSessions, cfg.MaxSessions)
+	}
 }
 
 func TestLoadCORSAliases(t *testing.T) {

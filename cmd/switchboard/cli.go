@@ -118,6 +118,7 @@ var cliCommands = []cliCommand{
 	{"tokens revoke", "ID", "Revoke a project token (admin).", (*cli).tokensRevoke},
 	{"history", "[--server S] [--tool T] [--outcome ok|tool_error|error] [--since T] [--limit N] [--cursor C]",
 		"List the project's tool calls, newest first.", (*cli).history},
+	{"reload", "", "Re-read the gateway's servers file (MCP_SERVER_CONFIG), as SIGHUP does (admin).", (*cli).reload},
 }
 
 // cli holds one invocation's streams, global flags and HTTP client.
@@ -558,6 +559,7 @@ type apiServer struct {
 	Transport string          `json:"transport"`
 	Enabled   bool            `json:"enabled"`
 	Config    json.RawMessage `json:"config"`
+	Source    string          `json:"source"`
 	Status    *struct {
 		State string `json:"state"`
 		Tools int    `json:"tools"`
@@ -601,14 +603,14 @@ func (c *cli) serversLs(cmd cliCommand, args []string) error {
 	for _, s := range out.Servers {
 		products = products || s.ProductID != ""
 	}
-	header := []string{"NAME", "TRANSPORT", "STATE", "TOOLS", "PROBLEM"}
+	header := []string{"NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "PROBLEM"}
 	if products {
 		header = append(header, "PRODUCT")
 	}
 	rows := make([][]string, 0, len(out.Servers))
 	for _, s := range out.Servers {
 		state, tools, problem := s.state()
-		row := []string{s.Name, s.Transport, state, tools, firstLine(problem)}
+		row := []string{s.Name, cmp.Or(s.Source, "api"), s.Transport, state, tools, firstLine(problem)}
 		if products {
 			row = append(row, s.ProductID)
 		}
@@ -973,6 +975,21 @@ func (c *cli) tokensRevoke(cmd cliCommand, args []string) error {
 		return orJSON(c, raw, err)
 	}
 	fmt.Fprintf(c.stdout, "revoked token %s (%s) of project %s\n", t.ID, t.Name, c.project)
+	return nil
+}
+
+func (c *cli) reload(cmd cliCommand, args []string) error {
+	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
+		return err
+	}
+	var res struct {
+		Servers int `json:"servers"`
+	}
+	raw, err := c.api(http.MethodPost, "/reload", struct{}{}, &res)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprintf(c.stdout, "reloaded the servers file: %d servers\n", res.Servers)
 	return nil
 }
 

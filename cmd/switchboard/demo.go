@@ -11,14 +11,24 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
+// harmless annotates the demo tools truthfully: they read nothing but
+// their arguments (and the clock), change nothing and reach nothing
+// outside the process, so clients need not ask the user to confirm them.
+// mcp-go's NewTool defaults to the opposite hints.
+func harmless(title string, idempotent bool) []mcp.ToolOption {
+	return []mcp.ToolOption{mcp.WithTitleAnnotation(title), mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithDestructiveHintAnnotation(false), mcp.WithIdempotentHintAnnotation(idempotent),
+		mcp.WithOpenWorldHintAnnotation(false)}
+}
+
 // serveDemo runs the built-in demo MCP server on stdio. The gateway starts
 // it as an ordinary stdio upstream when no servers file is configured, so
 // a first run has real tools to list and call.
 func serveDemo(ctx context.Context, in io.Reader, out io.Writer) error {
 	s := server.NewMCPServer("switchboard-demo", version, server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("echo",
+	s.AddTool(mcp.NewTool("echo", append(harmless("Echo", true),
 		mcp.WithDescription("Returns the text it is given."),
-		mcp.WithString("text", mcp.Required(), mcp.Description("Text to echo back"))),
+		mcp.WithString("text", mcp.Required(), mcp.Description("Text to echo back")))...),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			text, err := req.RequireString("text")
 			if err != nil {
@@ -26,9 +36,9 @@ func serveDemo(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			return mcp.NewToolResultText(text), nil
 		})
-	s.AddTool(mcp.NewTool("add",
+	s.AddTool(mcp.NewTool("add", append(harmless("Add", true),
 		mcp.WithDescription("Adds two numbers."),
-		mcp.WithNumber("a", mcp.Required()), mcp.WithNumber("b", mcp.Required())),
+		mcp.WithNumber("a", mcp.Required()), mcp.WithNumber("b", mcp.Required()))...),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			a, err1 := req.RequireFloat("a")
 			b, err2 := req.RequireFloat("b")
@@ -37,9 +47,9 @@ func serveDemo(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			return mcp.NewToolResultText(fmt.Sprint(a + b)), nil
 		})
-	s.AddTool(mcp.NewTool("time",
+	s.AddTool(mcp.NewTool("time", append(harmless("Current time", false),
 		mcp.WithDescription("Returns the current time in RFC 3339, in UTC or the given IANA zone."),
-		mcp.WithString("zone", mcp.Description("IANA time zone such as Europe/Paris"))),
+		mcp.WithString("zone", mcp.Description("IANA time zone such as Europe/Paris")))...),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			loc := time.UTC
 			if z := strings.TrimSpace(req.GetString("zone", "")); z != "" {

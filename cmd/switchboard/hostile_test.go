@@ -858,6 +858,8 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"local","enabled":false,"config":{"command":"true","args":["${ROOT:-/srv}"]}}`, 201, nil)
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/secrets/API_KEY", `{"value":"`+secret+`"}`, 200, nil)
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/app", `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"}}}}`, 200, nil)
+	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/ops", `{"mcp":{"servers":{"ops-sh":{"command":"true","enabled":false}}}}`, 200, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"pasted","enabled":false,"config":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer `+admin+`","X-Trace":"on"}}}`, 201, nil)
 	var tok, old, otherTok created
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"agent"}`, 201, &tok)
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"revoked"}`, 201, &old)
@@ -1034,6 +1036,22 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 		{name: "project token enables a stdio server the admin disabled", method: "PATCH", path: "/projects/acme/servers/local", header: asAgent, body: `{"enabled":true}`, status: 403, apiCode: "forbidden"},
 		{name: "project token sets a secret a stdio command uses", method: "PUT", path: "/projects/acme/secrets/ROOT", header: asAgent, body: `{"value":"/"}`, status: 403, apiCode: "forbidden"},
 		{name: "project token deletes a secret a stdio command uses", method: "DELETE", path: "/projects/acme/secrets/ROOT", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token deletes a stdio server", method: "DELETE", path: "/projects/acme/servers/local", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token replaces a manifest's stdio server", method: "PUT", path: "/projects/acme/products/ops", header: asAgent, body: `{"mcp":{"servers":{"ops-sh":{"url":"http://127.0.0.1:9/mcp"}}}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token empties a manifest holding a stdio server", method: "PUT", path: "/projects/acme/products/ops", header: asAgent, body: `{"mcp":{"servers":{}}}`, status: 403, apiCode: "forbidden"},
+		{name: "project token deletes a manifest holding a stdio server", method: "DELETE", path: "/projects/acme/products/ops", header: asAgent, status: 403, apiCode: "forbidden"},
+		{name: "project token reads a pasted credential", method: "GET", path: "/projects/acme/servers/pasted", header: asAgent, status: 200, check: func(t *testing.T, rep *rpcReply) {
+			body := rep.Body
+			if strings.Contains(string(body), admin) || !strings.Contains(string(body), `"Authorization": "[redacted]"`) || !strings.Contains(string(body), `"X-Trace": "on"`) {
+				t.Errorf("literal credential not masked for a project token: %s", body)
+			}
+		}},
+		{name: "project token lists a pasted credential", method: "GET", path: "/projects/acme/servers", header: asAgent, status: 200, check: func(t *testing.T, rep *rpcReply) {
+			body := rep.Body
+			if strings.Contains(string(body), admin) || !strings.Contains(string(body), `Bearer ${API_KEY}`) {
+				t.Errorf("servers list: credential shown or reference hidden: %s", body)
+			}
+		}},
 		{name: "project token imports a stdio manifest", method: "PUT", path: "/projects/acme/products/app", header: asAgent, body: `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"},"x":{"command":"sh"}}}}`, status: 403, apiCode: "forbidden"},
 		{name: "project token lists its tokens", method: "GET", path: "/projects/acme/tokens", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token creates a token", path: "/projects/acme/tokens", header: asAgent, body: `{"name":"more"}`, status: 403, apiCode: "forbidden"},

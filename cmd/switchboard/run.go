@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return healthcheck(ctx, getenv)
 		case "sandbox":
 			return runSandbox(ctx, fs.Args()[1:], getenv, stdout, stderr)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history":
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
@@ -152,8 +152,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		closeAll(log, cfg, hub, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
-	admin := api.New(api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	// One reload at a time, whether SIGHUP or POST /api/v1/reload asked.
+	var reloadMu sync.Mutex
+	reloadFile := func(ctx context.Context) (int, error) {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		next, err := loadSpecs(cfg, getenv)
+		if err != nil {
+			log.Error("reload failed; keeping the current servers", "err", err)
+			return 0, switchboard.Errorf(switchboard.ErrInvalid, "the servers file was not reloaded; the current servers stay: %v", err)
+		}
+		if err := hub.SetFile(ctx, next); err != nil {
+			log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
+		}
+		log.Info("reloaded servers file", "servers", len(next))
+		return len(next), nil
+	}
+	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
+	if cfg.ServersFile != "" {
+		aopts.Reload = reloadFile
+	}
+	admin := api.New(aopts)
 
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
@@ -163,7 +183,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs))
+	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
 	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {
 		fn(ln.Addr().String())
 	}
@@ -176,15 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			closeAll(log, cfg, hub, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
-			next, err := loadSpecs(cfg, getenv)
-			if err != nil {
-				log.Error("reload failed; keeping the current servers", "err", err)
-				continue
-			}
-			if err := hub.SetFile(ctx, next); err != nil {
-				log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
-			}
-			log.Info("reloaded servers file", "servers", len(next))
+			_, _ = reloadFile(ctx) // logged inside
 			continue
 		case <-ctx.Done():
 		}
@@ -267,12 +279,21 @@ func openStore(ctx context.Context, cfg config.Config) (switchboard.Store, error
 	if err != nil {
 		return nil, fmt.Errorf("store (%s): %w", cfg.StoreDescription(), err)
 	}
-	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default", Description: "servers from MCP_SERVER_CONFIG"}); err != nil && !errors.Is(err, switchboard.ErrConflict) {
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default", Description: defaultDescription}); err != nil && !errors.Is(err, switchboard.ErrConflict) {
 		_ = st.Close()
 		return nil, fmt.Errorf("store (%s): creating the default project: %w", cfg.StoreDescription(), err)
 	}
+	// Earlier versions described it by the servers file alone, which was
+	// wrong without one; a description the user set is left alone.
+	if p, err := st.GetProject(ctx, "default"); err == nil && p.Description == "servers from MCP_SERVER_CONFIG" {
+		p.Description = defaultDescription
+		_, _ = st.UpdateProject(ctx, p)
+	}
 	return st, nil
 }
+
+// defaultDescription describes the default project however it is fed.
+const defaultDescription = "the gateway's own project (/mcp): the servers file or built-in demo, then its stored servers"
 
 // checkKey refuses a key under which not one stored secret decrypts while
 // some were sealed under another key: a replica started without the
@@ -357,12 +378,13 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
   switchboard tokens ls | create NAME | revoke ID
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
+  switchboard reload                  re-read the servers file (admin), as SIGHUP does
 Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in
 servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token (env
 SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.
 
 With no MCP_SERVER_CONFIG the gateway serves the built-in demo server.
-Send SIGHUP to reload the servers file. See README.md for every variable.
+Send SIGHUP (the pid is in the start log) or run "switchboard reload" to reload the servers file. See README.md for every variable.
 `
 
 // healthcheck asks a running gateway's /healthz; for images without curl.

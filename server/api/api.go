@@ -73,6 +73,9 @@ type Options struct {
 	TokensChanged func(project string)
 	MaxBodyBytes  int64 // default 4 MiB
 	Logger        *slog.Logger
+	// Reload re-reads the servers file as SIGHUP does and reports how
+	// many servers it now configures; nil when there is none to reload.
+	Reload func(ctx context.Context) (servers int, err error)
 }
 
 // API serves /api/v1/.
@@ -138,6 +141,7 @@ func (a *API) routes() []route {
 	const p = "/api/v1/projects/{project}"
 	return []route{
 		{method: "GET", path: "/api/v1/openapi.json", public: true, fn: a.openAPI},
+		{method: "POST", path: "/api/v1/reload", fn: a.reload},
 		{method: "GET", path: "/api/v1/projects", fn: a.listProjects},
 		{method: "POST", path: "/api/v1/projects", fn: a.createProject},
 		{method: "GET", path: p, fn: a.getProject},

@@ -144,6 +144,12 @@ type serverJSON struct {
 	CreatedAt   time.Time                 `json:"created_at"`
 	UpdatedAt   time.Time                 `json:"updated_at"`
 	Status      *switchboard.ServerStatus `json:"status,omitempty"`
+	// Source says where the server comes from: "api" (a stored row this
+	// API manages), "file" (the servers file), "built-in" (the demo or the
+	// gateway's own tools) or "hosted" (a container the hosted API
+	// manages). Only "api" rows can be changed here (ReadOnly otherwise).
+	Source   string `json:"source"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // withStatus renders records with the live status of the enabled ones.
@@ -154,10 +160,15 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 			byName[s.Name] = s
 		}
 	}
+	admin := a.opts.Access.AllowAdmin(r, "") == nil
 	out := make([]serverJSON, len(recs))
 	for i, rec := range recs {
-		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name,
-			Description: rec.Description, Transport: rec.Transport, Config: rec.Config, Enabled: rec.Enabled,
+		cfg := rec.Config
+		if !admin {
+			cfg = maskConfig(cfg)
+		}
+		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name, Source: "api",
+			Description: rec.Description, Transport: rec.Transport, Config: cfg, Enabled: rec.Enabled,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 		if s, ok := byName[rec.Name]; ok && rec.Enabled {
 			out[i].Status = &s
@@ -166,13 +177,79 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 	return out
 }
 
+// credentialName matches header and environment names whose values are
+// credentials.
+var credentialName = regexp.MustCompile(`(?i)(auth|token|secret|passw|api[-_]?key|apikey|cookie|credential|private[-_]?key|session)`)
+
+// secretRef is a value made only of ${NAME} references and text around
+// them ("Bearer ${API_KEY}"): it holds no credential itself.
+var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
+
+// maskConfig hides literal credentials in a server entry from everyone but
+// the admin: a header or env value under a credential-like name that is
+// not a ${REF} (an admin who pasted "Authorization: Bearer <token>") reads
+// as "[redacted]". References are shown as written; the rest is unchanged.
+func maskConfig(cfg json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(cfg, &m) != nil {
+		return cfg
+	}
+	changed := false
+	for _, key := range []string{"headers", "env"} {
+		var kv map[string]string
+		if raw, ok := m[key]; !ok || json.Unmarshal(raw, &kv) != nil {
+			continue
+		}
+		for k, v := range kv {
+			if credentialName.MatchString(k) && !secretRef.MatchString(v) && v != "" {
+				kv[k] = "[redacted]"
+				changed = true
+			}
+		}
+		b, _ := json.Marshal(kv)
+		m[key] = b
+	}
+	if !changed {
+		return cfg
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return cfg
+	}
+	return b
+}
+
 func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
 	p := r.PathValue("project")
 	recs, err := a.st.ListServers(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, recs)})
+	out := a.withStatus(r, p, recs)
+	// Then every server the project serves that the store does not hold:
+	// the servers file (or the built-in demo), the gateway's own tools and
+	// hosted containers, read-only here, in the order status lists them.
+	stored := map[string]bool{}
+	for _, rec := range recs {
+		stored[rec.Name] = true
+	}
+	if st, err := a.opts.Projects.Status(r.Context(), p); err == nil {
+		for _, s := range st {
+			if stored[s.Name] {
+				continue
+			}
+			src := "built-in"
+			switch {
+			case s.Transport == switchboard.TransportHosted:
+				src = "hosted"
+			case a.opts.Projects.FileServer(p, s.Name) && a.opts.Reload != nil:
+				src = "file"
+			}
+			s := s
+			out = append(out, serverJSON{ProjectID: p, Name: s.Name, Transport: s.Transport, Enabled: true, Source: src, ReadOnly: true, Status: &s})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": out})
 	return nil
 }
 
@@ -290,6 +367,15 @@ func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Removing a stdio server changes what runs on the host (and frees
+	// the secrets it referenced for a project token to set): admin's.
+	rec, err := a.st.GetServer(r.Context(), p, name)
+	if err != nil {
+		return err
+	}
+	if err := a.stdioAllowed(r, rec.Transport); err != nil {
+		return err
+	}
 	if err := a.st.DeleteServer(r.Context(), p, name); err != nil {
 		return err
 	}
@@ -345,6 +431,9 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if err := a.productStdioAllowed(r, p, product, recs); err != nil {
+		return err
+	}
 	out, err := a.st.ImportManifest(r.Context(), p, product, recs)
 	if err != nil {
 		return err
@@ -391,12 +480,49 @@ func (a *API) deleteProduct(w http.ResponseWriter, r *http.Request) error {
 	if !productID.MatchString(product) {
 		return switchboard.Errorf(switchboard.ErrInvalid, "product must be 1-128 letters, digits, '_', '-' or '.', starting with a letter or digit")
 	}
+	if err := a.productStdioAllowed(r, p, product, nil); err != nil {
+		return err
+	}
 	if _, err := a.st.ImportManifest(r.Context(), p, product, nil); err != nil {
 		return err
 	}
 	a.reconcile(r.Context(), p)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// productStdioAllowed: importing next as product's servers removes or
+// replaces the product's stdio servers that next does not keep exactly
+// as they are; like deleting one by hand, that is the admin's.
+func (a *API) productStdioAllowed(r *http.Request, project, product string, next []switchboard.ServerRecord) error {
+	recs, err := a.st.ListServers(r.Context(), project)
+	if err != nil {
+		return err
+	}
+	keep := map[string]json.RawMessage{}
+	for _, n := range next {
+		keep[n.Name] = n.Config
+	}
+	for _, rec := range recs {
+		if rec.ProductID != product || rec.Transport != switchboard.TransportStdio {
+			continue
+		}
+		if cfg, ok := keep[rec.Name]; ok && bytes.Equal(compactJSON(cfg), compactJSON(rec.Config)) {
+			continue
+		}
+		if err := a.opts.Access.AllowCommands(r); err != nil {
+			return switchboard.Errorf(switchboard.ErrForbidden, "product %q holds stdio server %q, which runs a command on the gateway host; replacing or removing it needs the admin token", product, rec.Name)
+		}
+	}
+	return nil
+}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
 }
 
 // ---- secrets (write-only)
@@ -715,5 +841,23 @@ func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// reload re-reads the servers file, as SIGHUP does, without the risk of
+// signalling the wrong process (the pid of `go run` is not the gateway's).
+// Admin only: the file decides what runs on the host.
+func (a *API) reload(w http.ResponseWriter, r *http.Request) error {
+	if err := a.opts.Access.AllowAdmin(r, "reloading the servers file"); err != nil {
+		return err
+	}
+	if a.opts.Reload == nil {
+		return switchboard.Errorf(switchboard.ErrUnavailable, "this gateway has no servers file to reload")
+	}
+	n, err := a.opts.Reload(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true, "servers": n})
 	return nil
 }

@@ -43,6 +43,7 @@ var documentedRoutes = []struct{ Method, Path string }{
 	{"GET", "/api/v1/projects/{project}/status"},
 	{"GET", "/api/v1/projects/{project}/tool-calls"},
 
+	{"POST", "/api/v1/reload"},
 	{"GET", "/api/v1/openapi.json"},
 }
 

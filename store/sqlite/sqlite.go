@@ -69,6 +69,19 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "sqlite: bad data directory")
 	}
+	// The database holds ciphertexts, token hashes and call arguments:
+	// owner-only. SQLite gives its -wal and -shm files the database
+	// file's mode, so creating it (or tightening it) first covers them.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "sqlite: cannot open the database file in the data directory: %v", errors.Unwrap(err))
+	}
+	_ = f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, switchboard.Errorf(switchboard.ErrConfig, "sqlite: cannot restrict the database file's mode to 0600: %v", errors.Unwrap(err))
+		}
+	}
 	dsn := func(extra url.Values) string {
 		q := url.Values{
 			"_busy_timeout": {strconv.Itoa(int(busyTimeout.Milliseconds()))},

@@ -117,3 +117,36 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("Open with a file as data directory: %v, want ErrConfig", err)
 	}
 }
+
+// TestFileModes keeps the database owner-only: it holds ciphertexts, token
+// hashes and call arguments. A file left 0644 by an older version is
+// tightened on open.
+func TestFileModes(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := s.CreateProject(t.Context(), switchboard.Project{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		for _, name := range []string{sqlite.FileName, sqlite.FileName + "-wal", sqlite.FileName + "-shm"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if errors.Is(err, os.ErrNotExist) && name != sqlite.FileName {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := fi.Mode().Perm(); m != 0o600 {
+				t.Errorf("%s has mode %o, want 600", name, m)
+			}
+		}
+	}
+	check()
+	s.Close()
+	if err := os.Chmod(filepath.Join(dir, sqlite.FileName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir)
+	check()
+}
