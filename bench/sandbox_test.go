@@ -18,7 +18,8 @@ import (
 // gateway call adds on top is BenchmarkEcho's business): p50/p99 of
 // execute_command `true` and execute_code `print(1)` in an existing
 // session, and the time to a new session (create + start + first
-// `true`). Every execution is one `docker exec` (see README, Sandbox).
+// `true`). Executions go through the session's in-container supervisor;
+// docker-exec-true is the same call with one docker exec per execution.
 func BenchmarkSandbox(b *testing.B) {
 	e := enginetest.New(b)
 	img := sandboxtest.Image(b, e)
@@ -75,6 +76,31 @@ func BenchmarkSandbox(b *testing.B) {
 	b.Run("execute_code-print1", func(b *testing.B) {
 		l := measure("print(1)", max(b.N, 50), func() error {
 			_, err := call("execute_code", map[string]any{"code": "print(1)", "session_id": sid})
+			return err
+		})
+		b.ReportMetric(us(l.p50)/1000, "p50-ms")
+		b.ReportMetric(us(l.p99)/1000, "p99-ms")
+	})
+	// The same call with docker exec per execution, the path a session
+	// takes without its supervisor: why the supervisor exists.
+	b.Run("docker-exec-true", func(b *testing.B) {
+		plain := sandbox.New(sandbox.Options{Engine: e, ImagePython: img, ImageNode: img, NoSupervisor: true})
+		defer plain.Close(context.Background())
+		pt := plain.Tools("bench")
+		raw, _ := json.Marshal(map[string]any{"command": "true"})
+		res, err := pt.CallTool(context.Background(), switchboard.CallRequest{Project: "bench", Tool: "execute_command", Arguments: raw})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct {
+			S struct {
+				ID string `json:"session_id"`
+			} `json:"structuredContent"`
+		}
+		_ = json.Unmarshal(res, &r)
+		raw, _ = json.Marshal(map[string]any{"command": "true", "session_id": r.S.ID})
+		l := measure("docker exec true", min(max(b.N, 20), 50), func() error {
+			_, err := pt.CallTool(context.Background(), switchboard.CallRequest{Project: "bench", Tool: "execute_command", Arguments: raw})
 			return err
 		})
 		b.ReportMetric(us(l.p50)/1000, "p50-ms")

@@ -32,6 +32,7 @@ type Engine interface {
 	Unpause(ctx context.Context, id string) error
 	Exec(ctx context.Context, id string, s engine.ExecSpec) (int, error)
 	WaitNextExit(ctx context.Context, id string) <-chan engine.Exit
+	Attach(ctx context.Context, id string) (*engine.Stream, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	RemoveVolume(ctx context.Context, name string) error
 	Reap(ctx context.Context, labels map[string]string, keep func(engine.State) bool) ([]string, error)
@@ -69,7 +70,12 @@ type Options struct {
 	// KillGrace is how long an execution may outlive its timeout (output
 	// still draining) before it is abandoned; default 5s.
 	KillGrace time.Duration
-	Logger    *slog.Logger
+	// SupervisorWait bounds the wait for a new session's supervisor to
+	// greet; default 15s. Without one, executions use docker exec.
+	SupervisorWait time.Duration
+	// NoSupervisor makes every execution a docker exec (for comparison).
+	NoSupervisor bool
+	Logger       *slog.Logger
 }
 
 // Service runs sandbox sessions for every project. Its tools are served
@@ -107,7 +113,9 @@ type session struct {
 	mu               sync.Mutex   // guards the fields below
 	lastUsed         time.Time
 	agentSession     string
-	attachedBy       string // the agent session holding it through attach_workspace; "" none
+	attachedBy       string      // the agent session holding it through attach_workspace; "" none
+	supMu            sync.Mutex  // guards sup
+	sup              *supervisor // nil: executions use docker exec
 	running          int
 	stopped          bool
 }
@@ -137,6 +145,9 @@ func New(opts Options) *Service {
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 5 * time.Second
+	}
+	if opts.SupervisorWait <= 0 {
+		opts.SupervisorWait = 15 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -354,7 +365,8 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	spec := engine.Spec{
 		Name:         "switchboard-" + x.id,
 		Image:        image,
-		Cmd:          []string{"sleep", "infinity"},
+		Cmd:          supervisorCmd(lim.fileBytes),
+		Stdin:        true,
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		WorkingDir:   "/workspace",
 		Env:          []string{"HOME=/workspace", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
@@ -383,7 +395,20 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		return nil, engineError(err)
 	}
 	x.containerID = id
-	if err := s.opts.Engine.Start(ctx, id); err != nil {
+	stream, err := s.opts.Engine.Attach(ctx, id)
+	if err == nil {
+		err = s.opts.Engine.Start(ctx, id)
+		if err != nil {
+			_ = stream.Close()
+		}
+	}
+	if err == nil {
+		x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+		if x.sup == nil {
+			s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", image)
+		}
+	}
+	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = s.opts.Engine.Remove(rctx, id)
 		cancel()
@@ -422,6 +447,11 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	x.stopped = true
 	x.mu.Unlock()
 	err := s.opts.Engine.Remove(ctx, x.containerID)
+	x.supMu.Lock()
+	if x.sup != nil {
+		x.sup.close()
+	}
+	x.supMu.Unlock()
 	s.mu.Lock()
 	delete(s.sessions, x.id)
 	s.mu.Unlock()
@@ -524,6 +554,11 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 	if progress != nil {
 		out.onWrite = func(b []byte) { progress("stdout", string(b)) }
 		errw.onWrite = func(b []byte) { progress("stderr", string(b)) }
+	}
+	if sup, err := s.supervisorOf(ctx, x); err != nil {
+		return Result{}, err
+	} else if sup != nil && !s.opts.NoSupervisor {
+		return s.superviseExec(ctx, x, sup, r, res, out, errw)
 	}
 	execID := newID("")
 	secs := fmt.Sprintf("%.3f", r.timeout.Seconds())
@@ -702,4 +737,59 @@ func jsonResult(v any) (json.RawMessage, error) {
 		"structuredContent": json.RawMessage(b),
 		"isError":           false,
 	})
+}
+
+// superviseExec runs r through x's supervisor.
+func (s *Service) superviseExec(ctx context.Context, x *session, sup *supervisor, r request, res Result, out, errw *capped) (Result, error) {
+	env := make(map[string]string, len(r.env))
+	for _, kv := range r.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ectx, cancel := context.WithTimeout(ctx, r.timeout+s.opts.KillGrace)
+	defer cancel()
+	start := time.Now()
+	ex, err := sup.run(ectx, r.argv, r.workingDir, env, r.stdin, r.timeout, out, errw)
+	res.ExecutionTimeMS = time.Since(start).Milliseconds()
+	switch {
+	case err == nil && ex.timedOut:
+		res.TimedOut = true
+	case err == nil:
+		res.ExitCode = &ex.code
+		res.Success = ex.code == 0
+	case ctx.Err() != nil:
+		return Result{}, switchboard.Errorf(switchboard.ErrCanceled, "%s: cancelled; every process of the call was killed", r.tool)
+	case ectx.Err() != nil:
+		res.TimedOut = true
+	default:
+		return Result{}, switchboard.Errorf(switchboard.ErrInternal, "%s: the session's supervisor ended (a program killed it, or ran out of memory); its processes were stopped, and the next call restarts the session's container with its files", r.tool)
+	}
+	res.Stdout, res.StdoutTruncated, res.StdoutBytes = out.result()
+	res.Stderr, res.StderrTruncated, res.StderrBytes = errw.result()
+	return res, nil
+}
+
+// supervisorOf returns x's live supervisor. One that died (killed by a
+// program, or out of memory) took the container's main process with it:
+// the container is started again, with the same workspace, and a new
+// supervisor. nil means x uses docker exec.
+func (s *Service) supervisorOf(ctx context.Context, x *session) (*supervisor, error) {
+	x.supMu.Lock()
+	defer x.supMu.Unlock()
+	if x.sup == nil || x.sup.alive() {
+		return x.sup, nil
+	}
+	x.sup.close()
+	x.sup = nil
+	s.log.Warn("sandbox: the session's supervisor ended; restarting its container", "sandbox_session", x.id)
+	stream, err := s.opts.Engine.Attach(ctx, x.containerID)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	if err := s.opts.Engine.Start(ctx, x.containerID); err != nil {
+		_ = stream.Close()
+		return nil, engineError(err)
+	}
+	x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+	return x.sup, nil
 }
