@@ -131,11 +131,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
+	sbox, err := startSandbox(ctx, cfg, st, log)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
 	met := metrics.New()
 	observers = append(observers, met)
 	hub := projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState, OnRemoved: met.Forget,
+		Builtins: sbox.builtins, OnSessionEnd: func(p, s string) { sbox.svc.SessionEnded(p, s) },
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
@@ -144,12 +150,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(),
+			Observer: observers, Metrics: met.Handler(), StatusSections: sbox.status,
 		},
 	})
+	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, sbox, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
 	// One reload at a time, whether SIGHUP or POST /api/v1/reload asked.
@@ -178,7 +185,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, sbox, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -193,7 +200,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, calls, st)
+			closeAll(log, cfg, hub, sbox, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -221,7 +228,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, calls, st)
+	closeAll(log, cfg, hub, sbox, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -229,7 +236,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -238,6 +245,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *cal
 		}
 	}
 	step("projects", hub.Close)
+	step("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	if calls != nil {
 		step("call log", calls.Close)
 	}

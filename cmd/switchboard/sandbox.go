@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/projects"
 	"github.com/switchboard-mcp/switchboard/sandbox"
+	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
 const sandboxUsage = `Usage:
@@ -95,4 +98,101 @@ func engineInstance(cfg config.Config) string {
 	}
 	h := sha256.Sum256([]byte(where))
 	return "gw-" + hex.EncodeToString(h[:6])
+}
+
+// sandboxRuntime is the gateway's sandbox: the service, the engine it
+// uses, and which projects serve its tools.
+type sandboxRuntime struct {
+	svc        *sandbox.Service
+	eng        *engine.Engine
+	defaultsOn bool // MCP_SERVER_SANDBOX: projects serve the tools unless switched
+	log        *slog.Logger
+
+	mu  sync.Mutex
+	off map[string]bool // projects switched off through the API
+	hub interface {
+		SetBuiltin(project, name string, b upstreams.Builtin)
+	}
+}
+
+// sandboxServer is the name the sandbox tools are listed under.
+const sandboxServer = "sandbox"
+
+// startSandbox builds the sandbox service (no I/O beyond removing
+// session containers a crashed predecessor left).
+func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, log *slog.Logger) (*sandboxRuntime, error) {
+	e, err := engine.New(engine.Options{Host: cfg.Sandbox.DockerHost, Instance: engineInstance(cfg), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("DOCKER_HOST: %w", err)
+	}
+	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
+	var mounts []sandbox.Volume
+	for _, v := range vols {
+		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	svc := sandbox.New(sandbox.Options{
+		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
+		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
+		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, Logger: log.With("component", "sandbox"),
+	})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := svc.Reap(rctx); err != nil {
+		log.Warn("sandbox: could not look for session containers left by a previous run", "err", switchboard.Message(err))
+	}
+	return &sandboxRuntime{svc: svc, eng: e, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}, nil
+}
+
+// enabled reports whether project serves the sandbox tools.
+func (r *sandboxRuntime) enabled(project string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if off, ok := r.off[project]; ok {
+		return !off
+	}
+	return r.defaultsOn
+}
+
+// builtins is projects.Options.Builtins.
+func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
+	if !r.enabled(project) {
+		return nil
+	}
+	return map[string]upstreams.Builtin{sandboxServer: r.svc.Tools(project)}
+}
+
+// setEnabled switches project's sandbox tools on or off (the API's
+// project switch).
+func (r *sandboxRuntime) setEnabled(project string, on bool) {
+	r.mu.Lock()
+	r.off[project] = !on
+	hub := r.hub
+	r.mu.Unlock()
+	if hub == nil {
+		return
+	}
+	if on {
+		hub.SetBuiltin(project, sandboxServer, r.svc.Tools(project))
+	} else {
+		hub.SetBuiltin(project, sandboxServer, nil)
+	}
+}
+
+func (r *sandboxRuntime) setHub(hub *projects.Hub) {
+	r.mu.Lock()
+	r.hub = hub
+	r.mu.Unlock()
+}
+
+// status is the "sandbox" section of the status JSON.
+func (r *sandboxRuntime) status(ctx context.Context) map[string]any {
+	st := r.svc.Status(ctx)
+	st.Enabled = r.enabled("default")
+	return map[string]any{"sandbox": st}
+}
+
+func (r *sandboxRuntime) close(ctx context.Context) error {
+	err := r.svc.Close(ctx)
+	_ = r.eng.Close()
+	return err
 }
