@@ -225,7 +225,7 @@ func (s *Service) sweep() {
 		}
 		s.mu.Unlock()
 		for _, x := range idle {
-			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 			if err := s.stop(ctx, x, "idle"); err != nil {
 				s.log.Warn("sandbox: stopping an idle session", "session", x.id, "err", err)
 			}
@@ -447,6 +447,13 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	x.stopped = true
 	x.mu.Unlock()
 	err := s.opts.Engine.Remove(ctx, x.containerID)
+	if err != nil {
+		// Still there: let Close (or a later stop) try again.
+		x.mu.Lock()
+		x.stopped = false
+		x.mu.Unlock()
+		return engineError(err)
+	}
 	x.supMu.Lock()
 	if x.sup != nil {
 		x.sup.close()
@@ -457,9 +464,6 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	s.mu.Unlock()
 	s.touchWorkspace(x, "ready")
 	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
-	if err != nil {
-		return engineError(err)
-	}
 	return nil
 }
 

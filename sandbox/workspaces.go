@@ -169,14 +169,18 @@ func (s *Service) Detach(ctx context.Context, project, agent, id string) (Worksp
 	return WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeFor(w.ID), LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}, nil
 }
 
-// SessionEnded detaches every workspace agent session agent of project
-// holds: the client went away, so another may attach.
-func (s *Service) SessionEnded(project, agent string) {
-	if agent == "" {
-		return
+// SessionEnded detaches, in the background, every workspace agent
+// session agent of project holds: the client went away, so another may
+// attach. The returned channel closes when that is done.
+func (s *Service) SessionEnded(project, agent string) <-chan struct{} {
+	done := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if agent == "" || s.closed {
+		close(done)
+		return done
 	}
 	var held []string
-	s.mu.Lock()
 	for _, x := range s.sessions {
 		x.mu.Lock()
 		if x.project == project && x.attachedBy == agent {
@@ -184,16 +188,21 @@ func (s *Service) SessionEnded(project, agent string) {
 		}
 		x.mu.Unlock()
 	}
-	s.mu.Unlock()
-	for _, id := range held {
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-		if _, err := s.Detach(ctx, project, "", id); err != nil {
-			s.log.Warn("sandbox: detaching the workspace of an ended MCP session", "workspace", id, "err", err)
-		} else {
-			s.log.Info("sandbox: workspace detached: its MCP session ended", "project", project, "workspace", id, "agent_session", agent)
+	s.wg.Go(func() {
+		defer close(done)
+		for _, id := range held {
+			// Not s.ctx: Close waits for this, and a detach cut short
+			// would leave the container to Close anyway.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+			if _, err := s.Detach(ctx, project, "", id); err != nil {
+				s.log.Warn("sandbox: detaching the workspace of an ended MCP session", "workspace", id, "err", err)
+			} else {
+				s.log.Info("sandbox: workspace detached: its MCP session ended", "project", project, "workspace", id, "agent_session", agent)
+			}
+			cancel()
 		}
-		cancel()
-	}
+	})
+	return done
 }
 
 // Snapshot copies workspace id into a new snapshot, pausing its session

@@ -135,7 +135,7 @@ func TestWorkspaceHandover(t *testing.T) {
 	if rerr != nil || len(list["workspaces"].([]any)) != 3 {
 		t.Fatalf("list: %v %v", list, rerr)
 	}
-	f.svc.SessionEnded("p", "agent-C")
+	<-f.svc.SessionEnded("p", "agent-C")
 	if _, rerr := f.ws("agent-D", "attach_workspace", map[string]any{"workspace_id": restored["workspace_id"]}); rerr != nil {
 		t.Fatalf("attach after the holder's session ended: %v", rerr)
 	}
