@@ -176,7 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
+		TokensChanged: hub.TokensChanged, Sandbox: sbox, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}

@@ -161,9 +161,30 @@ func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
 	return map[string]upstreams.Builtin{sandboxServer: r.svc.Tools(project)}
 }
 
-// setEnabled switches project's sandbox tools on or off (the API's
-// project switch).
-func (r *sandboxRuntime) setEnabled(project string, on bool) {
+// SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
+func (r *sandboxRuntime) SandboxEnabled(project string) bool { return r.enabled(project) }
+
+// Workspace runs one workspace operation for the admin API (api.Sandbox).
+func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
+	switch op {
+	case "list":
+		list, err := r.svc.Workspaces(ctx, project)
+		return map[string]any{"workspaces": list}, err
+	case "attach":
+		return r.svc.Attach(ctx, project, agent, id, "", "")
+	case "detach":
+		return r.svc.Detach(ctx, project, "", id)
+	case "snapshot":
+		return r.svc.Snapshot(ctx, project, id)
+	case "restore":
+		return r.svc.Restore(ctx, project, id)
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown workspace operation %q", op)
+}
+
+// SetSandboxEnabled switches project's sandbox tools on or off (the
+// API's project switch), in this process's memory.
+func (r *sandboxRuntime) SetSandboxEnabled(project string, on bool) {
 	r.mu.Lock()
 	r.off[project] = !on
 	hub := r.hub

@@ -308,6 +308,62 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	if err != nil || out["stdout"] != "a.txt=a\nb.txt=b\nc.txt=new\n" {
 		t.Fatalf("files after restart: %v %v", out, err)
 	}
+
+	// The same through the admin API.
+	api := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, g2.url+"/api/v1/projects/default"+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if code, m := api("POST", "/workspaces/"+ws+"/attach", `{"agent_session_id":"rest-agent"}`); code != 409 || !strings.Contains(mustJSON(m), b2.ID()) {
+		t.Fatalf("REST attach while held: %d %v", code, m)
+	}
+	code, snap := api("POST", "/workspaces/"+ws+"/snapshot", "")
+	if code != 201 || snap["status"] != "snapshot" {
+		t.Fatalf("REST snapshot: %d %v", code, snap)
+	}
+	if code, m := api("POST", "/workspaces/"+ws+"/detach", ""); code != 200 || m["status"] != "ready" {
+		t.Fatalf("REST detach: %d %v", code, m)
+	}
+	code, restored := api("POST", "/snapshots/"+snap["workspace_id"].(string)+"/restore", "")
+	if code != 201 || restored["status"] != "ready" {
+		t.Fatalf("REST restore: %d %v", code, restored)
+	}
+	if code, m := api("POST", "/workspaces/"+restored["workspace_id"].(string)+"/attach", `{"agent_session_id":"rest-agent"}`); code != 200 || m["agent_session_id"] != "rest-agent" {
+		t.Fatalf("REST attach: %d %v", code, m)
+	}
+	if code, m := api("GET", "/workspaces", ""); code != 200 || len(m["workspaces"].([]any)) != 3 {
+		t.Fatalf("REST list: %d %v", code, m)
+	}
+	if code, _ := api("POST", "/workspaces/nope/detach", ""); code != 404 {
+		t.Fatalf("REST unknown workspace: %d", code)
+	}
+
+	// The project switch: off removes the tools, on brings them back.
+	if code, _ := api("PUT", "/sandbox", `{"enabled":false}`); code != 200 {
+		t.Fatalf("switch off: %d", code)
+	}
+	_, err = b2.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}})
+	if sdkCode(t, err) != -32601 {
+		t.Fatalf("sandbox tool after the switch went off: %v", err)
+	}
+	if code, m := api("GET", "/sandbox", ""); code != 200 || m["enabled"] != false {
+		t.Fatalf("switch state: %d %v", code, m)
+	}
+	api("PUT", "/sandbox", `{"enabled":true}`)
+	if _, err := call(b2, "execute_command", map[string]any{"command": "true"}); err != nil {
+		t.Fatalf("sandbox tool after the switch went on: %v", err)
+	}
 }
 
 func sandboxtestImage(t *testing.T) string {
