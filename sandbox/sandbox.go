@@ -91,9 +91,7 @@ type Service struct {
 
 	wsMu sync.Mutex // serializes attach, detach, snapshot and restore
 
-	infoOnce sync.Once
-	info     engine.Info
-	infoErr  error
+	info engine.Info // cached once known (NCPU > 0)
 
 	ctx    context.Context
 	cancel context.CancelFunc
