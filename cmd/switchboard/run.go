@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return healthcheck(ctx, getenv)
 		case "sandbox":
 			return runSandbox(ctx, fs.Args()[1:], getenv, stdout, stderr)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload":
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "workspaces":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
@@ -385,6 +385,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard call TOOL [JSON-ARGS]   call a tool through the project's MCP endpoint
   switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
   switchboard tokens ls | create NAME | revoke ID
+  switchboard workspaces ls | attach ID --agent NAME | detach ID | snapshot ID | restore SNAPSHOT
+  switchboard sandbox enable | disable   (the project's sandbox tools)
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
 Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 )
 
 const sandboxUsage = `Usage:
+  switchboard sandbox enable | disable   serve the project's sandbox tools, or not (admin API)
   switchboard sandbox build-image [--cache-dir DIR] [--no-latest]
       assemble the sandbox image (python3, node, sh/bash, coreutils) from Debian's
       packages with apt-get and dpkg-deb, import it into the Docker engine
@@ -38,6 +40,9 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 			return errors.New("sandbox: missing subcommand")
 		}
 		return nil
+	}
+	if args[0] == "enable" || args[0] == "disable" {
+		return runCLI(ctx, append([]string{"sandbox"}, args...), getenv, os.Stdin, stdout, stderr)
 	}
 	if args[0] != "build-image" {
 		fmt.Fprint(stderr, sandboxUsage)

@@ -364,6 +364,28 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	if _, err := call(b2, "execute_command", map[string]any{"command": "true"}); err != nil {
 		t.Fatalf("sandbox tool after the switch went on: %v", err)
 	}
+
+	// And through the CLI.
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb strings.Builder
+		if err := run(ctx, append(args, "--url", g2.url), func(string) string { return "" }, &out, &errb); err != nil {
+			t.Fatalf("switchboard %v: %v\n%s", args, err, errb.String())
+		}
+		return out.String()
+	}
+	if out := cli("workspaces", "ls"); !strings.Contains(out, ws) || !strings.Contains(out, "snapshot") {
+		t.Fatalf("workspaces ls:\n%s", out)
+	}
+	if out := cli("workspaces", "snapshot", restored["workspace_id"].(string)); !strings.HasPrefix(out, "snapshot ") {
+		t.Fatalf("workspaces snapshot: %s", out)
+	}
+	if out := cli("workspaces", "detach", restored["workspace_id"].(string)); !strings.HasPrefix(out, "detached") {
+		t.Fatalf("workspaces detach: %s", out)
+	}
+	if out := cli("sandbox", "disable"); !strings.Contains(out, "off") {
+		t.Fatalf("sandbox disable: %s", out)
+	}
 }
 
 func sandboxtestImage(t *testing.T) string {
