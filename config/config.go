@@ -45,6 +45,7 @@ type Config struct {
 	MaxProjectSessions int           `env:"MCP_SERVER_MAX_SESSIONS_PER_PROJECT" envDefault:"1000"`
 	Heartbeat          time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
 	MaxBodyBytes       int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
+	MaxMessageBytes    int64         `env:"MCP_SERVER_MAX_MESSAGE_BYTES" envDefault:"16777216"`
 
 	BreakerFailures uint32        `env:"MCP_SERVER_BREAKER_FAILURES" envDefault:"3"`
 	BreakerCooldown time.Duration `env:"MCP_SERVER_BREAKER_COOLDOWN" envDefault:"60s"`
@@ -201,6 +202,9 @@ func (c *Config) validate() []error {
 	}
 	if c.ListDebounce < 0 {
 		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
+	}
+	if c.MaxMessageBytes < 1024 {
+		bad("MCP_SERVER_MAX_MESSAGE_BYTES", "must be at least 1024 bytes, got %d", c.MaxMessageBytes)
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("MCP_SERVER_MAX_BODY_BYTES", "must be at least 1024 bytes, got %d", c.MaxBodyBytes)
@@ -369,7 +373,7 @@ func (c Config) LogAttrs() []any {
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
 		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "max_sessions_per_project", c.MaxProjectSessions, "heartbeat", c.Heartbeat,
-		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
+		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),

@@ -82,6 +82,10 @@ type Options struct {
 	// MaxProjectSessions, when positive, also caps this edge's own
 	// sessions, so one project cannot take a shared MaxSessions.
 	MaxProjectSessions int
+	// HopID, when set, is this gateway's hop id (see
+	// switchboard.HopHeader): a request carrying it came from this very
+	// gateway and is refused with 508.
+	HopID string
 	// OnSessionEnd, when set, is called exactly once for every client
 	// session that ends: a DELETE, idle expiry, a legacy SSE stream that
 	// dropped, or Shutdown (which returns after the calls). session is the
@@ -262,6 +266,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest, msg)
+		}
+		if s.opts.HopID != "" && hasHop(r.Header, s.opts.HopID) {
+			writeRPCError(w, http.StatusLoopDetected, nil, switchboard.CodeInvalidRequest,
+				"request loop: this request was sent by this gateway itself; an upstream server of the gateway points back at it (remove that server or point it elsewhere)")
+			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
 			forbid("origin not allowed; add it to MCP_SERVER_CORS_ORIGINS (with MCP_ENABLE_CORS=true) to allow browser clients from it")
@@ -655,4 +664,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Wait()
 	})
 	return err
+}
+
+// hasHop reports whether the hop header lists id.
+func hasHop(h http.Header, id string) bool {
+	for _, v := range h.Values(switchboard.HopHeader) {
+		for _, part := range strings.Split(v, ",") {
+			if strings.TrimSpace(part) == id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -21,11 +21,11 @@ import (
 //
 //	Stderr() string  // the tail of the server's stderr, shown in status
 //	Initialized()    // called once initialize and the first tools/list succeeded on this stream
-type Stream interface {
-	io.Reader
-	io.Writer
-	Close() error
-}
+//
+// It is an alias, not a named interface, so hosted/ implements
+// StreamOpener without importing this package (adapters never import each
+// other; cmd wires them).
+type Stream = io.ReadWriteCloser
 
 // StreamOpener opens the streams of hosted servers (specs with Transport
 // == switchboard.TransportHosted). It is declared here, where it is used;
@@ -51,8 +51,8 @@ type streamConn struct {
 	closeOnce sync.Once
 }
 
-func newStreamConn(st Stream, stopWait time.Duration, onNote func(string, json.RawMessage), log *slog.Logger) *streamConn {
-	c := &streamConn{framer: newFramer(st, true, onNote, log), st: st, stopWait: stopWait, log: log}
+func newStreamConn(st Stream, stopWait time.Duration, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) *streamConn {
+	c := &streamConn{framer: newFramer(st, true, limit, onNote, log), st: st, stopWait: stopWait, log: log}
 	c.wg.Go(func() {
 		c.readLoop(st)
 		c.markDone()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -136,6 +138,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = st.Close()
 		return err
 	}
+	// A fresh hop id per process: a request that comes back carrying it
+	// was sent by this gateway to itself (an upstream pointing at /mcp).
+	var hopBytes [8]byte
+	_, _ = rand.Read(hopBytes[:])
+	hop := hex.EncodeToString(hopBytes[:])
 	met := metrics.New()
 	observers = append(observers, met)
 	hub := projects.New(projects.Options{
@@ -145,12 +152,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-			ListDebounce: cfg.ListDebounce,
+			ListDebounce: cfg.ListDebounce, MaxMessageBytes: cfg.MaxMessageBytes, HopID: hop,
 		},
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(), StatusSections: sbox.status,
+			Observer: observers, Metrics: met.Handler(), HopID: hop, StatusSections: sbox.status,
 		},
 	})
 	sbox.setHub(hub)
