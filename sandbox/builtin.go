@@ -190,13 +190,29 @@ type Status struct {
 
 // Status asks the engine (bounded by ctx) whether it answers and has the
 // images, and counts open sessions.
+// The engine's answers are kept for statusTTL, so a status page polled
+// often does not poll Docker as often.
 func (s *Service) Status(ctx context.Context) Status {
+	s.mu.Lock()
+	n := len(s.sessions)
+	cached, at := s.probe, s.probedAt
+	s.mu.Unlock()
+	if time.Since(at) >= statusTTL {
+		cached = s.probeEngine(ctx)
+		s.mu.Lock()
+		s.probe, s.probedAt = cached, time.Now()
+		s.mu.Unlock()
+	}
+	cached.Sessions = n
+	return cached
+}
+
+const statusTTL = 10 * time.Second
+
+func (s *Service) probeEngine(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	st := Status{Enabled: true, Images: map[string]string{}}
-	s.mu.Lock()
-	st.Sessions = len(s.sessions)
-	s.mu.Unlock()
 	if err := s.opts.Engine.Ping(ctx); err != nil {
 		st.Engine = switchboard.Message(engineError(err))
 		return st

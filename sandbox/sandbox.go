@@ -93,6 +93,9 @@ type Service struct {
 
 	info engine.Info // cached once known (NCPU > 0)
 
+	probe    Status    // the last engine probe for Status
+	probedAt time.Time // when; zero: never
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

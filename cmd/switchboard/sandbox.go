@@ -212,9 +212,28 @@ func (r *sandboxRuntime) setHub(hub *projects.Hub) {
 
 // status is the "sandbox" section of the status JSON.
 func (r *sandboxRuntime) status(ctx context.Context) map[string]any {
+	if !r.anyEnabled() {
+		// Off everywhere: say so without asking Docker anything.
+		return map[string]any{"sandbox": map[string]any{"enabled": false}}
+	}
 	st := r.svc.Status(ctx)
 	st.Enabled = r.enabled("default")
 	return map[string]any{"sandbox": st}
+}
+
+// anyEnabled reports whether some project serves the sandbox tools.
+func (r *sandboxRuntime) anyEnabled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.defaultsOn {
+		return true
+	}
+	for _, off := range r.off {
+		if !off {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *sandboxRuntime) close(ctx context.Context) error {
