@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/sandbox"
 )
 
 // countProcs lists the session's processes whose command line holds
@@ -16,7 +18,7 @@ const countProcs = `n=0; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2>
 // TestContainment runs each hostile program in its own session while
 // another session keeps answering, then checks what was contained.
 func TestContainment(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(o *sandbox.Options) { o.MaxFileBytes = 64 << 20 })
 	calm := f.exec("p", "execute_command", map[string]any{"command": "true"})
 
 	cases := []struct {
@@ -43,15 +45,15 @@ func TestContainment(t *testing.T) {
 					t.Fatalf("peak memory %q is above the small flavor's 1 GiB", peak.Stdout)
 				}
 			}},
-		{"fill tmpfs", "execute_command", map[string]any{"command": "head -c 2000000000 /dev/zero > /tmp/big", "timeout": 30},
+		{"fill tmpfs", "execute_command", map[string]any{"command": "for i in 1 2 3 4; do head -c 60000000 /dev/zero > /tmp/big$i || exit 1; done", "timeout": 30},
 			func(t *testing.T, r result) {
 				if r.Success || !strings.Contains(r.Stderr, "No space left") {
 					t.Fatalf("tmpfs fill: %+v", r)
 				}
 			}},
-		{"fill workspace", "execute_command", map[string]any{"command": "head -c 1200000000 /dev/zero > /workspace/big; echo rc=$?; ls -l /workspace/big | tr -s ' ' | cut -d' ' -f5", "timeout": 60},
+		{"fill workspace", "execute_command", map[string]any{"command": "head -c 100000000 /dev/zero > /workspace/big; echo rc=$?; ls -l /workspace/big | tr -s ' ' | cut -d' ' -f5", "timeout": 60},
 			func(t *testing.T, r result) {
-				if !strings.Contains(r.Stdout, "1073741824") {
+				if !strings.Contains(r.Stdout, "67108864") {
 					t.Fatalf("one file above the per-file cap: %+v", r)
 				}
 			}},

@@ -73,6 +73,9 @@ type Options struct {
 	// SupervisorWait bounds the wait for a new session's supervisor to
 	// greet; default 15s. Without one, executions use docker exec.
 	SupervisorWait time.Duration
+	// MaxFileBytes caps each file an execution writes (RLIMIT_FSIZE);
+	// default the flavor's memory size (1, 2 or 4 GiB).
+	MaxFileBytes int64
 	// NoSupervisor makes every execution a docker exec (for comparison).
 	NoSupervisor bool
 	Logger       *slog.Logger
@@ -299,6 +302,14 @@ func limitsFor(flavor string, info engine.Info) flavorLimits {
 	return flavorLimits{nanoCPUs: cpus * 1e9, memory: mem, pids: pids, fileBytes: gib << 30, tmpfs: fmt.Sprintf("rw,nosuid,nodev,size=%d", tmp)}
 }
 
+// fileBytes is the largest file one execution of a flavor may write.
+func (s *Service) fileBytes(flavor string) int64 {
+	if s.opts.MaxFileBytes > 0 {
+		return s.opts.MaxFileBytes
+	}
+	return limitsFor(flavor, engine.Info{}).fileBytes
+}
+
 func (s *Service) imageFor(template string) (ref, variable string) {
 	if template == "node" {
 		return s.opts.ImageNode, "MCP_SERVER_SANDBOX_IMAGE_NODE"
@@ -366,7 +377,7 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	spec := engine.Spec{
 		Name:         "switchboard-" + x.id,
 		Image:        image,
-		Cmd:          supervisorCmd(lim.fileBytes),
+		Cmd:          supervisorCmd(s.fileBytes(flavor)),
 		Stdin:        true,
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		WorkingDir:   "/workspace",
@@ -573,7 +584,7 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 	// ulimit -f caps each file written (in 512-byte blocks): volumes have
 	// no quota, so one runaway write cannot fill the host's disk.
 	script := `mkdir -p /tmp/.switchboard 2>/dev/null; echo $$ > /tmp/.switchboard/` + execID + `; ulimit -f "$2"; cd -- "$1" || exit 126; shift 2; exec timeout -s KILL "$@"`
-	blocks := strconv.FormatInt(limitsFor(x.flavor, engine.Info{}).fileBytes/512, 10)
+	blocks := strconv.FormatInt(s.fileBytes(x.flavor)/512, 10)
 	spec := engine.ExecSpec{
 		Cmd:    append([]string{"sh", "-c", script, "sh", r.workingDir, blocks, secs}, r.argv...),
 		Env:    r.env,
