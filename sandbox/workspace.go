@@ -79,7 +79,8 @@ func (s *Service) touchWorkspace(x *session, status string) {
 	w.LastUsedAt = x.lastUsed
 	w.AgentSessionID = x.agent()
 	if x.stopped {
-		w.ContainerID = ""
+		// No session, no holder: whoever attaches next starts one.
+		w.ContainerID, w.AgentSessionID = "", ""
 	} else {
 		w.ContainerID = x.containerID
 	}
