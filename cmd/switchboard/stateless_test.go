@@ -5,14 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/pgtest"
 )
 
 // connectRevision opens a go-sdk client on endpoint with token: pv "" is
@@ -403,5 +409,65 @@ func TestStatelessWire(t *testing.T) {
 	c.initialize()
 	if rep := c.call("server/discover", map[string]any{}); rep.code() != -32601 || strings.Contains(string(rep.Body), "2026") {
 		t.Errorf("server/discover in a 2025 session: %s", rep.Body)
+	}
+}
+
+// TestStatelessAcrossReplicas: two replicas on one PostgreSQL behind a
+// round-robin proxy with no affinity. A 2026-07-28 client's requests
+// alternate between them, and it lists and calls the tools of a project
+// created through one replica only.
+func TestStatelessAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey,
+		"MCP_SERVER_SYNC_INTERVAL": "100ms", "MCP_SERVER_ADMIN_TOKEN": adminToken}
+	ga, gb := startGateway(t, nil, env), startGateway(t, nil, env)
+	a := newAPI(t, ga.url, adminToken)
+	a.createProject("rr")
+	a.createServer("rr", "s", fixture("s", nil))
+	tok := a.createToken("rr", "round robin").Token
+
+	var next atomic.Int64
+	var hits [2]atomic.Int64
+	var proxies [2]*httputil.ReverseProxy
+	for i, u := range []string{ga.url, gb.url} {
+		target, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies[i] = httputil.NewSingleHostReverseProxy(target)
+		proxies[i].FlushInterval = -1 // SSE answers go through at once
+	}
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := next.Add(1) % 2
+		hits[i].Add(1)
+		proxies[i].ServeHTTP(w, r)
+	}))
+	t.Cleanup(lb.Close)
+
+	cs := connectRevision(t, lb.URL+"/projects/rr/mcp", tok, "", nil)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %s through the balancer", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for i := range 6 {
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list %d: %v", i, err)
+		}
+		found := false
+		for _, tl := range lt.Tools {
+			found = found || tl.Name == "s_t0000"
+		}
+		if !found {
+			t.Fatalf("tools/list %d lacks s_t0000", i)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "rr" + strconv.Itoa(i)}})
+		if err != nil || text(t, res) != "rr"+strconv.Itoa(i) {
+			t.Fatalf("call %d: %v %v", i, res, err)
+		}
+	}
+	if hits[0].Load() < 6 || hits[1].Load() < 6 {
+		t.Errorf("requests per replica: %d and %d; want both to serve", hits[0].Load(), hits[1].Load())
 	}
 }
