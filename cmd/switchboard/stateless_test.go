@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -470,4 +471,79 @@ func TestStatelessAcrossReplicas(t *testing.T) {
 	if hits[0].Load() < 6 || hits[1].Load() < 6 {
 		t.Errorf("requests per replica: %d and %d; want both to serve", hits[0].Load(), hits[1].Load())
 	}
+}
+
+// TestStatelessListenStream: subscriptions/listen on the wire: the
+// acknowledgement first, then list_changed with the listen's id in _meta,
+// and the result that ends the stream when the gateway shuts down.
+func TestStatelessListenStream(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+meta+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("listen stream ended early")
+			}
+			return e
+		case <-time.After(opTimeout):
+			t.Fatal("no event on the listen stream")
+		}
+		return ""
+	}
+	const sub = `"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"}`
+	if e := next(); e != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},`+sub+`}}` {
+		t.Errorf("first event %s", e)
+	}
+	c := newRaw(t, g.url+"/mcp")
+	for k, v := range map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "add_tool"} {
+		c.header.Set(k, v)
+	}
+	if rep := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add_tool","arguments":{"name":"later"},` + meta + `}}`); rep.code() != 0 {
+		t.Fatalf("add_tool: %s", rep.Body)
+	}
+	// The first use of "up" lists its tools (a change too); wait for the
+	// change that adds "later".
+	for {
+		if e := next(); e != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{`+sub+`}}` {
+			t.Fatalf("change event %s", e)
+		}
+		rep := newRaw(t, g.url+"/mcp").post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if strings.Contains(string(rep.Body), `"name":"later"`) {
+			break
+		}
+	}
+	g.stop(t)
+	for e := range events {
+		if e == `{"jsonrpc":"2.0","id":"L1","result":{"resultType":"complete",`+sub+`}}` {
+			return
+		}
+	}
+	t.Error("the listen stream ended without its result at shutdown")
 }
