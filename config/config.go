@@ -73,6 +73,13 @@ type Config struct {
 	// client started keeps the client's decision.
 	TraceSampleRatio float64 `env:"MCP_SERVER_TRACE_SAMPLE_RATIO" envDefault:"1"`
 
+	// DockerHost is the Docker engine hosted servers and the sandbox use
+	// (DOCKER_HOST, as the docker CLI reads it); empty is the default
+	// socket.
+	DockerHost string `env:"DOCKER_HOST"`
+	// Hosted configures hosted MCP servers (config/hosted.go).
+	Hosted Hosted
+	// Sandbox configures the sandbox tools (config/sandbox.go).
 	Sandbox Sandbox
 
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
@@ -200,6 +207,7 @@ func (c *Config) validate() []error {
 			bad(p.name, "must be a positive duration such as 30s, got %s", p.d)
 		}
 	}
+	errs = append(errs, c.Hosted.validate()...)
 	if c.ListDebounce < 0 {
 		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
 	}
@@ -378,6 +386,8 @@ func (c Config) LogAttrs() []any {
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"docker_host", dockerHostDescription(c.DockerHost),
+		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
 	}, c.Sandbox.LogAttrs()...)
 }
 
@@ -393,4 +403,17 @@ func secretKeySource(c Config) string {
 		return "MCP_SERVER_SECRET_KEY"
 	}
 	return filepath.Join(c.DataDir, "secret.key")
+}
+
+// dockerHostDescription names the engine address without any credentials
+// a tcp URL might carry.
+func dockerHostDescription(h string) string {
+	if h == "" {
+		return "default socket"
+	}
+	if u, err := url.Parse(h); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	return h
 }

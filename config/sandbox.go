@@ -31,9 +31,6 @@ type Sandbox struct {
 	// Volumes is a JSON array of "source:/container/path[:ro]" mounted
 	// into every session; source is a named Docker volume.
 	Volumes string `env:"MCP_SERVER_SANDBOX_VOLUMES"`
-	// DockerHost is the engine the sandbox (and hosted servers) use; empty
-	// is the default socket.
-	DockerHost string `env:"DOCKER_HOST"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.

@@ -400,6 +400,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		s.initialize(w, r, m)
 		return
 	}
+	if r.Header.Get("Mcp-Session-Id") == "" {
+		s.stateless(w, r, m)
+		return
+	}
 	sid, ok := s.checkSession(w, r, m.idOrNil())
 	if !ok {
 		return
@@ -419,6 +423,37 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	resp := s.dispatch(withTraceContext(r.Context(), r.Header), sid, m, out.progress)
 	out.finish(resp)
+}
+
+// stateless answers a plain JSON-RPC POST that names no session, the way
+// a script or curl calls a tool: tools/list, tools/call and ping are
+// served as for a session with no client capabilities (same auth, error
+// table, call log and metrics; the log's session is empty); a
+// notification is accepted and dropped; anything else is -32601. A
+// request that names a session goes through checkSession instead, so an
+// unknown or ended session is still 404.
+func (s *Server) stateless(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
+		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest,
+			"unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
+		return
+	}
+	if m.isNotification() || m.Method == "" {
+		// Notifications (nothing to cancel without a session) and
+		// responses to requests we never sent.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	switch m.Method {
+	case "tools/list", "tools/call":
+		out.finish(s.dispatch(withTraceContext(r.Context(), r.Header), "", m, out.progress))
+	case "ping":
+		out.finish(response(m.ID, []byte(`{}`)))
+	default:
+		out.finish(errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound,
+			Message: "method " + switchboard.Clip(m.Method) + " needs a session: send initialize first (without a session only tools/list, tools/call and ping are served)"}))
+	}
 }
 
 // checkSession answers every request but initialize that lacks a session

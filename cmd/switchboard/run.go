@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return healthcheck(ctx, getenv)
 		case "sandbox":
 			return runSandbox(ctx, fs.Args()[1:], getenv, stdout, stderr)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "workspaces":
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "hosted", "workspaces":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
@@ -93,6 +93,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stopTracing() // last: after closeAll, so no span is lost
 
 	specs, err := loadSpecs(cfg, getenv)
+	if err != nil {
+		return err
+	}
+	fileHosted, err := loadHosted(cfg)
 	if err != nil {
 		return err
 	}
@@ -145,9 +149,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hop := hex.EncodeToString(hopBytes[:])
 	met := metrics.New()
 	observers = append(observers, met)
-	hub := projects.New(projects.Options{
+	var hub *projects.Hub
+	hr := newHosted(ctx, cfg, log, st, func() *projects.Hub { return hub })
+	met.Hosted(hr.svc.All)
+	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
-		OnState: met.SetState, OnRemoved: met.Forget,
+		OnState: met.SetState,
+		OnRemoved: func(project, server string) {
+			met.Forget(project, server)
+			if server == "" {
+				hr.svc.ProjectGone(project) // its rows went with it
+			}
+		},
+		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
 		Builtins: sbox.builtins, OnSessionEnd: func(p, s string) { sbox.svc.SessionEnded(p, s) },
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
@@ -163,9 +177,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, sbox, calls, st)
+		closeAll(log, cfg, hub, hr, sbox, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
+	startHosted(ctx, log, hr, fileHosted)
 	// One reload at a time, whether SIGHUP or POST /api/v1/reload asked.
 	var reloadMu sync.Mutex
 	reloadFile := func(ctx context.Context) (int, error) {
@@ -179,11 +194,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := hub.SetFile(ctx, next); err != nil {
 			log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
 		}
+		if regs, err := loadHosted(cfg); err != nil {
+			log.Error("hosted servers of the servers file not reloaded", "err", err)
+		} else if err := hr.svc.SetFile(ctx, "default", regs); err != nil {
+			log.Error("hosted servers of the servers file", "err", err)
+		}
 		log.Info("reloaded servers file", "servers", len(next))
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, Sandbox: sbox, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}
@@ -192,7 +212,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, sbox, calls, st)
+		closeAll(log, cfg, hub, hr, sbox, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -207,7 +227,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, sbox, calls, st)
+			closeAll(log, cfg, hub, hr, sbox, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -235,7 +255,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, sbox, calls, st)
+	closeAll(log, cfg, hub, hr, sbox, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -243,7 +263,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -252,6 +272,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, sbox *sand
 		}
 	}
 	step("projects", hub.Close)
+	step("hosted servers", hr.Close)
 	step("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	if calls != nil {
 		step("call log", calls.Close)
@@ -396,6 +417,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard sandbox enable | disable   (the project's sandbox tools)
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
+  switchboard hosted ls | add NAME --image IMAGE [...] | show NAME | restart NAME | logs NAME | rm NAME
+                                      MCP servers the gateway runs in Docker containers
 Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in
 servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token (env
 SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.

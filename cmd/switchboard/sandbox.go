@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,7 +60,7 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	e, err := engine.New(engine.Options{Host: cfg.Sandbox.DockerHost, Instance: engineInstance(cfg)})
+	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg)})
 	if err != nil {
 		return err
 	}
@@ -93,18 +91,6 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
-// engineInstance names this gateway's objects in the engine: a hash of
-// where its state lives, so two gateways on one engine never adopt or
-// remove each other's containers, and a restarted one finds its own.
-func engineInstance(cfg config.Config) string {
-	where := "sqlite:" + cfg.DataDir
-	if cfg.DatabaseURL != "" {
-		where = "postgres:" + cfg.StoreDescription()
-	}
-	h := sha256.Sum256([]byte(where))
-	return "gw-" + hex.EncodeToString(h[:6])
-}
-
 // sandboxRuntime is the gateway's sandbox: the service, the engine it
 // uses, and which projects serve its tools.
 type sandboxRuntime struct {
@@ -126,7 +112,7 @@ const sandboxServer = "sandbox"
 // startSandbox builds the sandbox service (no I/O beyond removing
 // session containers a crashed predecessor left).
 func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, log *slog.Logger) (*sandboxRuntime, error) {
-	e, err := engine.New(engine.Options{Host: cfg.Sandbox.DockerHost, Instance: engineInstance(cfg), Logger: log})
+	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("DOCKER_HOST: %w", err)
 	}

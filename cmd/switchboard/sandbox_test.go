@@ -30,7 +30,7 @@ func sandboxGateway(t *testing.T, dir string, extra map[string]string) *gateway 
 	e := enginetest.New(t)
 	img := sandboxtest.Image(t, e)
 	// The gateway's own objects carry its instance: clean those too.
-	ge, err := engine.New(engine.Options{Instance: engineInstance(config.Config{DataDir: dir})})
+	ge, err := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 
 	// Shutdown removes the session containers and keeps the workspaces.
 	g.stop(t)
-	ge, _ := engine.New(engine.Options{Instance: engineInstance(config.Config{DataDir: dir})})
+	ge, _ := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
 	defer ge.Close()
 	if st, err := ge.List(ctx, map[string]string{engine.LabelKind: "sandbox"}); err != nil || len(st) != 0 {
 		t.Fatalf("containers after shutdown: %v %v", st, err)

@@ -76,6 +76,8 @@ type Options struct {
 	// Reload re-reads the servers file as SIGHUP does and reports how
 	// many servers it now configures; nil when there is none to reload.
 	Reload func(ctx context.Context) (servers int, err error)
+	// Hosted serves the hosted-server routes; nil answers them 503.
+	Hosted Hosted
 	// Sandbox serves the workspace and sandbox-switch routes; nil: they
 	// answer 404.
 	Sandbox Sandbox
@@ -166,7 +168,7 @@ func (a *API) routes() []route {
 		{method: "GET", path: p + "/tools", fn: a.listTools},
 		{method: "GET", path: p + "/status", fn: a.status},
 		{method: "GET", path: p + "/tool-calls", fn: a.listToolCalls},
-	}, a.sandboxRoutes(p)...)
+	}, append(a.hostedRoutes(), a.sandboxRoutes(p)...)...)
 }
 
 // methods dispatches one path by method: 405 with Allow and the JSON
