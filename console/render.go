@@ -77,7 +77,7 @@ var funcs = template.FuncMap{
 			return fmt.Sprintf("%.1f ms", f)
 		}
 	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
+	"pct":  func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
 	"path": url.PathEscape,
 	"query": func(kv ...string) string {
 		q := url.Values{}

@@ -1,0 +1,335 @@
+package console_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/console"
+	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/secrets"
+	"github.com/switchboard-mcp/switchboard/server/api"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
+)
+
+const adminToken = "admin-token-0123456789abcdef"
+
+// gateway is the real hub, admin API and console over a real SQLite
+// store, wired as run wires them, behind an httptest server.
+type gateway struct {
+	srv *httptest.Server
+	ui  *console.Console
+	st  switchboard.Store
+}
+
+func newGateway(t *testing.T, admin string) *gateway {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, id := range []string{"default", "a", "b"} {
+		if _, err := st.CreateProject(ctx, switchboard.Project{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box, err := secrets.NewBox(make([]byte, secrets.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := projects.New(projects.Options{Store: st, Box: box, AdminToken: admin})
+	t.Cleanup(func() { hub.Close(context.Background()) })
+	if err := hub.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := api.New(api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken, TokensChanged: hub.TokensChanged})
+	ui := console.New(console.Options{Version: "test"})
+	root := hub.Handler(a, ui)
+	ui.Bind(root)
+	srv := httptest.NewServer(root)
+	t.Cleanup(srv.Close)
+	return &gateway{srv: srv, ui: ui, st: st}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+type browser struct {
+	t   *testing.T
+	g   *gateway
+	c   *http.Client
+	hdr http.Header
+}
+
+func (g *gateway) browser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, g: g, hdr: http.Header{}, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(method, path string, form url.Values) page {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.g.srv.URL+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range b.hdr {
+		req.Header[k] = v
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(out)}
+}
+
+func (b *browser) get(path string) page { return b.do(http.MethodGet, path, nil) }
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf reads the form token from a page, as a browser submits it.
+func (b *browser) csrf(path string) string {
+	b.t.Helper()
+	m := csrfInput.FindStringSubmatch(b.get(path).body)
+	if m == nil {
+		b.t.Fatalf("no csrf field on %s", path)
+	}
+	return m[1]
+}
+
+func (b *browser) post(path string, form url.Values) page { return b.do(http.MethodPost, path, form) }
+
+func (b *browser) login(token, project string) page {
+	b.t.Helper()
+	return b.post("/ui/login", url.Values{"csrf": {b.csrf("/ui/login")}, "token": {token}, "project": {project}})
+}
+
+func (g *gateway) projectToken(t *testing.T, project string) string {
+	t.Helper()
+	tok, hash := secrets.NewToken()
+	if _, err := g.st.CreateToken(context.Background(), switchboard.Token{ProjectID: project, Name: "t", Hash: hash}); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestLoginRequiredWithAdminToken(t *testing.T) {
+	g := newGateway(t, adminToken)
+	b := g.browser(t)
+	p := b.get("/ui/")
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/ui/login?") {
+		t.Fatalf("GET /ui/ without a token: %d to %q, want 303 to the login form", p.status, p.header.Get("Location"))
+	}
+	if p := b.login("not-a-token", ""); p.status != http.StatusUnauthorized {
+		t.Errorf("login with a wrong token: %d, want 401", p.status)
+	}
+	p = b.login(adminToken, "")
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/" {
+		t.Fatalf("admin login: %d to %q", p.status, p.header.Get("Location"))
+	}
+	var tok *http.Cookie
+	for _, ck := range (&http.Response{Header: p.header}).Cookies() {
+		if ck.Name == "switchboard_token" {
+			tok = ck
+		}
+	}
+	if tok == nil || !tok.HttpOnly || tok.SameSite != http.SameSiteStrictMode || tok.Path != "/ui/" || tok.Secure {
+		t.Fatalf("token cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui/, not Secure over plain HTTP", tok)
+	}
+	p = b.get("/ui/")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || !strings.Contains(p.body, `id="p-b"`) {
+		t.Fatalf("admin overview: %d, want every project:\n%s", p.status, p.body)
+	}
+	// Logout drops the cookie: the next page asks for a login again.
+	if p := b.post("/ui/logout", url.Values{"csrf": {b.csrf("/ui/")}}); p.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", p.status)
+	}
+	if p := b.get("/ui/"); p.status != http.StatusSeeOther {
+		t.Errorf("after logout: %d, want 303 to the login form", p.status)
+	}
+}
+
+func TestProjectTokenSeesOnlyItsProject(t *testing.T) {
+	g := newGateway(t, adminToken)
+	tok := g.projectToken(t, "a")
+	b := g.browser(t)
+	if p := b.login(tok, ""); p.status != http.StatusBadRequest {
+		t.Errorf("project token without its project: %d, want 400", p.status)
+	}
+	if p := b.login(tok, "b"); p.status != http.StatusForbidden {
+		t.Errorf("project token naming another project: %d, want 403", p.status)
+	}
+	p := b.login(tok, "a")
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/p/a/" {
+		t.Fatalf("project login: %d to %q", p.status, p.header.Get("Location"))
+	}
+	if p := b.get("/ui/"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/p/a/" {
+		t.Errorf("GET /ui/ with a project token: %d to %q, want its project", p.status, p.header.Get("Location"))
+	}
+	for _, path := range []string{"/ui/p/a/", "/ui/p/a/tools", "/ui/p/a/calls", "/ui/p/a/manage"} {
+		if p := b.get(path); p.status != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200", path, p.status)
+		}
+	}
+	for _, path := range []string{"/ui/p/b/", "/ui/p/b/tools", "/ui/p/b/calls", "/ui/p/b/manage"} {
+		if p := b.get(path); p.status != http.StatusForbidden || !strings.Contains(p.body, "403 Forbidden") {
+			t.Errorf("GET %s: %d, want the 403 page", path, p.status)
+		}
+	}
+	// Actions on another project are the API's to refuse too.
+	p = b.post("/ui/p/b/manage/server-create", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {"x"}, "url": {"https://example.com/mcp"}})
+	if p.status != http.StatusForbidden {
+		t.Errorf("creating a server in another project: %d, want 403", p.status)
+	}
+	// Tokens are the admin's: the page says so instead of failing.
+	if p := b.get("/ui/p/a/manage"); !strings.Contains(p.body, "managing tokens needs the admin token") {
+		t.Errorf("manage page for a project token does not explain the tokens section")
+	}
+}
+
+func TestFormsNeedCSRFAndSameOrigin(t *testing.T) {
+	g := newGateway(t, "")
+	b := g.browser(t)
+	tok := b.csrf("/ui/p/a/manage")
+	form := func(csrf string) url.Values {
+		return url.Values{"csrf": {csrf}, "name": {"remote"}, "url": {"https://example.com/mcp"}}
+	}
+	for name, tc := range map[string]struct {
+		csrf string
+		hdr  http.Header
+	}{
+		"no token":          {csrf: "", hdr: http.Header{}},
+		"wrong token":       {csrf: strings.Repeat("x", 43), hdr: http.Header{}},
+		"cross-site fetch":  {csrf: tok, hdr: http.Header{"Sec-Fetch-Site": {"cross-site"}}},
+		"same-site sibling": {csrf: tok, hdr: http.Header{"Sec-Fetch-Site": {"same-site"}}},
+	} {
+		b.hdr = tc.hdr
+		if p := b.post("/ui/p/a/manage/server-create", form(tc.csrf)); p.status != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, p.status)
+		}
+	}
+	if recs, _ := g.st.ListServers(context.Background(), "a"); len(recs) != 0 {
+		t.Fatalf("a refused form created %d servers", len(recs))
+	}
+	// The same form from this origin with its token goes through (dev
+	// mode: no login needed, as for the API).
+	b.hdr = http.Header{"Sec-Fetch-Site": {"same-origin"}, "Origin": {g.srv.URL}}
+	p := b.post("/ui/p/a/manage/server-create", form(tok))
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/p/a/manage?done=server-create" {
+		t.Fatalf("create: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	recs, err := g.st.ListServers(context.Background(), "a")
+	if err != nil || len(recs) != 1 || recs[0].Name != "remote" {
+		t.Fatalf("servers after create: %v %v", recs, err)
+	}
+	// A refusal by the API comes back with its status and reason.
+	p = b.post("/ui/p/a/manage/server-create", url.Values{"csrf": {tok}, "name": {"bad name"}, "url": {"https://example.com"}})
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "name must be") {
+		t.Errorf("bad name: %d, want 400 with the API's message", p.status)
+	}
+}
+
+func TestCookiesSecureOverTLS(t *testing.T) {
+	g := newGateway(t, adminToken)
+	// The CSRF cookie and field of a page read over TLS...
+	req := httptest.NewRequest(http.MethodGet, "https://gw.example/ui/login", nil)
+	req.TLS = &tls.ConnectionState{}
+	rec := httptest.NewRecorder()
+	g.ui.ServeHTTP(rec, req)
+	var csrf *http.Cookie
+	for _, ck := range rec.Result().Cookies() {
+		if ck.Name == "switchboard_csrf" {
+			csrf = ck
+		}
+	}
+	if csrf == nil || !csrf.Secure || !csrf.HttpOnly || csrf.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("csrf cookie over TLS: %+v", csrf)
+	}
+	// ...and the token cookie of a login over TLS are Secure.
+	form := url.Values{"csrf": {csrf.Value}, "token": {adminToken}}
+	req = httptest.NewRequest(http.MethodPost, "https://gw.example/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.TLS = &tls.ConnectionState{}
+	req.AddCookie(csrf)
+	rec = httptest.NewRecorder()
+	g.ui.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("login over TLS: %d\n%s", rec.Code, rec.Body)
+	}
+	for _, ck := range rec.Result().Cookies() {
+		if !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
+			t.Errorf("cookie %s over TLS: %+v", ck.Name, ck)
+		}
+	}
+}
+
+func TestLoginRedirectStaysInConsole(t *testing.T) {
+	g := newGateway(t, adminToken)
+	for next, want := range map[string]string{
+		"/ui/p/a/calls?tool=x": "/ui/p/a/calls?tool=x",
+		"https://evil.example": "/ui/",
+		"//evil.example/ui/":   "/ui/",
+		"/ui/\\evil":           "/ui/",
+		"/api/v1/projects":     "/ui/",
+	} {
+		b := g.browser(t)
+		p := b.post("/ui/login", url.Values{"csrf": {b.csrf("/ui/login")}, "token": {adminToken}, "next": {next}})
+		if got := p.header.Get("Location"); got != want {
+			t.Errorf("next=%q: redirected to %q, want %q", next, got, want)
+		}
+	}
+}
+
+// TestDevModeClosedProject: what the console shows is what the API
+// answers for the same token; a project its tokens closed is not listed
+// to an anonymous dev-mode browser, and opening it asks for a login.
+func TestDevModeClosedProject(t *testing.T) {
+	g := newGateway(t, "")
+	g.projectToken(t, "b")
+	b := g.browser(t)
+	p := b.get("/ui/")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || strings.Contains(p.body, `id="p-b"`) {
+		t.Fatalf("dev-mode overview: %d; want a listed and b (closed by its token) left out", p.status)
+	}
+	p = b.get("/ui/p/b/tools")
+	if loc := p.header.Get("Location"); p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login?") || !strings.Contains(loc, "project=b") {
+		t.Errorf("closed project: %d to %q, want the login form for b", p.status, loc)
+	}
+	var list struct {
+		Projects []json.RawMessage `json:"projects"`
+	}
+	resp, err := http.Get(g.srv.URL + "/api/v1/projects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&list)
+	if len(list.Projects) != 2 {
+		t.Errorf("API lists %d projects to an anonymous client, the console 2 (default, a)", len(list.Projects))
+	}
+}
