@@ -216,8 +216,9 @@ type bar struct {
 }
 
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // text-anchor: the end labels stay inside the chart
 }
 
 // Chart size, in SVG units (scaled by CSS to the column's width).
@@ -277,14 +278,21 @@ func buildCharts(calls []callJSON, from, to time.Time) []serverChart {
 
 func frame(from time.Time, span time.Duration) svgChart {
 	ch := svgChart{W: chartW, H: chartH, Left: chartLeft, Bottom: chartB, PlotX: chartLeft,
-		PlotW: chartW - chartLeft - 8, PlotH: chartH - chartB - chartTop, PlotY2: chartH - chartB}
+		PlotW: chartW - chartLeft - 12, PlotH: chartH - chartB - chartTop, PlotY2: chartH - chartB}
 	layout := "15:04"
 	if span > 36*time.Hour {
 		layout = "01-02"
 	}
 	for i := 0; i <= 4; i++ {
 		t := from.Add(span * time.Duration(i) / 4)
-		ch.Ticks = append(ch.Ticks, tick{X: float64(ch.PlotX) + float64(ch.PlotW)*float64(i)/4, Label: t.UTC().Format(layout)})
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 4:
+			anchor = "end"
+		}
+		ch.Ticks = append(ch.Ticks, tick{X: float64(ch.PlotX) + float64(ch.PlotW)*float64(i)/4, Label: t.UTC().Format(layout), Anchor: anchor})
 	}
 	return ch
 }

@@ -231,7 +231,7 @@ func (c *Console) overviewAll(w http.ResponseWriter, r *http.Request) {
 func (c *Console) overviewProject(w http.ResponseWriter, r *http.Request) {
 	r, cancel := withTimeout(r, pageTimeout)
 	defer cancel()
-	v := c.newView(w, r, "Overview", "overview")
+	v := c.newView(w, r, "Overview", "servers")
 	p, ok := c.project(w, r, v)
 	if !ok {
 		return
