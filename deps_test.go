@@ -27,12 +27,38 @@ func TestDependenciesPointInward(t *testing.T) {
 			t.Errorf("root package imports non-standard %s", d)
 		}
 	}
-	forbidden := []string{"os/exec", "github.com/jackc/pgx", "github.com/docker/", "github.com/moby/", "github.com/switchboard-mcp/switchboard/upstreams", "github.com/switchboard-mcp/switchboard/config"}
+	const mod = "github.com/switchboard-mcp/switchboard/"
+	forbidden := []string{"os/exec", "github.com/jackc/pgx", "github.com/docker/", "github.com/moby/", mod + "upstreams", mod + "config", mod + "engine", mod + "hosted", mod + "sandbox"}
 	for _, d := range deps("./server") {
 		for _, f := range forbidden {
 			if strings.HasPrefix(d, f) {
 				t.Errorf("server/ depends on %s", d)
 			}
+		}
+	}
+	// One package owns the Docker Engine: nothing else imports its client,
+	// and the upstream clients know nothing of containers.
+	docker := []string{"github.com/docker/", "github.com/moby/"}
+	out, err := exec.Command(gobin, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], mod+"engine") {
+			continue
+		}
+		for _, imp := range f[1:] {
+			for _, d := range docker {
+				if strings.HasPrefix(imp, d) {
+					t.Errorf("%s imports %s directly; go through engine/", f[0], imp)
+				}
+			}
+		}
+	}
+	for _, d := range deps("./upstreams") {
+		if strings.HasPrefix(d, mod+"engine") || strings.HasPrefix(d, "github.com/moby/") {
+			t.Errorf("upstreams/ depends on %s", d)
 		}
 	}
 }

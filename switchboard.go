@@ -19,9 +19,34 @@ const (
 	TransportStdio          Transport = "stdio"
 	TransportSSE            Transport = "sse"
 	TransportStreamableHTTP Transport = "streamable-http"
-	// TransportHosted is a container's stdio, run by the hosted package.
+	// TransportHosted is a server whose stdio is a container's, opened by
+	// hosted/ and handed to upstreams through upstreams.Options.Streams.
 	TransportHosted Transport = "hosted"
+	// TransportBuiltin is a server that lives inside the gateway (the
+	// sandbox tools): there is no connection, only an in-process value.
+	TransportBuiltin Transport = "builtin"
 )
+
+// CallRequest is one tools/call as the edge received it, carried unchanged
+// from the edge down to whoever serves the tool (an upstream or a builtin).
+type CallRequest struct {
+	// Project is the project whose endpoint took the call; Session is the
+	// client's MCP session id (the Mcp-Session-Id of a streamable session,
+	// the sessionId of a legacy SSE one), "" when there is none. The edge
+	// sets both explicitly; nothing downstream guesses them.
+	Project, Session string
+	// Tool is the name the client called (any toolPrefix included). A
+	// builtin receives its own name for the tool.
+	Tool string
+	// Arguments are the client's raw arguments bytes (nil when absent).
+	Arguments json.RawMessage
+	// Meta is the client's raw params._meta (nil when absent).
+	Meta json.RawMessage
+	// OnProgress, when set, receives the params of each progress
+	// notification for this call, carrying the client's own progressToken
+	// (from Meta); the edge sends them to the client.
+	OnProgress func(params json.RawMessage)
+}
 
 // ServerSpec is one configured upstream MCP server, after `${VAR}`
 // interpolation. Two specs with equal Fingerprint() describe the same

@@ -47,6 +47,20 @@ type Options struct {
 	// OnRemoved, when set, hears that a server is gone from a project (its
 	// state reports end), or with server "" that the whole project is.
 	OnRemoved func(project, server string)
+	// OnSessionEnd, when set, hears every client session of every project
+	// that ends (server.Options.OnSessionEnd: once per session; a DELETE,
+	// idle expiry, a dropped legacy SSE stream, shutdown, or the project
+	// being deleted). It must not block for long.
+	OnSessionEnd func(project, session string)
+	// Streams, when set, gives each project's manager the opener of its
+	// hosted servers' streams (upstreams.Options.Streams); it is called
+	// once when the project's runtime is created.
+	Streams func(project string) upstreams.StreamOpener
+	// Builtins, when set, gives each project's manager its built-in
+	// servers (name -> builtin), applied when the project's runtime is
+	// created; SetBuiltin changes them later. It is called with the hub's
+	// lock held and must not call back into the Hub.
+	Builtins func(project string) map[string]upstreams.Builtin
 	// AdminToken, when set, is required for admin actions and opens every
 	// project; empty is dev mode (see Access).
 	AdminToken string
@@ -121,12 +135,23 @@ func (h *Hub) newRuntime(id string) *runtime {
 			h.opts.OnState(id, server, st)
 		}
 	}
+	if h.opts.Streams != nil {
+		uo.Streams = h.opts.Streams(id)
+	}
 	rt.mgr = upstreams.New(uo)
+	if h.opts.Builtins != nil {
+		for name, b := range h.opts.Builtins(id) {
+			rt.mgr.SetBuiltin(name, b)
+		}
+	}
 	eo := h.opts.Edge
 	eo.Project = id
 	eo.Logger = log
 	eo.Principal = principalKey
 	eo.OpenSessions = h.Sessions
+	if h.opts.OnSessionEnd != nil {
+		eo.OnSessionEnd = func(session string) { h.opts.OnSessionEnd(id, session) }
+	}
 	if eo.Observer != nil {
 		eo.Observer = redactingObserver{eo.Observer, rt.redact}
 	}
@@ -429,8 +454,8 @@ func (rt *runtime) Status() []switchboard.ServerStatus {
 // The edge's view of a project: the manager, with Status redacted.
 func (rt *runtime) Tools(ctx context.Context) *switchboard.Catalog { return rt.mgr.Tools(ctx) }
 func (rt *runtime) Catalog() *switchboard.Catalog                  { return rt.mgr.Catalog() }
-func (rt *runtime) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
-	res, err := rt.mgr.Call(ctx, name, args, meta, onProgress)
+func (rt *runtime) Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	res, err := rt.mgr.Call(ctx, req)
 	var rpcErr *switchboard.RPCError
 	if err != nil && !errors.As(err, &rpcErr) {
 		// Gateway-made messages can quote a URL or header built from a
@@ -445,6 +470,34 @@ func (rt *runtime) Call(ctx context.Context, name string, args, meta json.RawMes
 		}
 	}
 	return res, err
+}
+
+// Manager returns project id's upstream manager, loading the project from
+// the store when this replica has not seen it yet, for what goes past the
+// MCP edge: Connect, Request and Busy on hosted servers. Messages it
+// returns are not redacted (Status and the edge's calls are): do not pass
+// them on to clients when the servers use secrets. Errors wrap ErrNotFound
+// (no such project) or ErrUnavailable (shutting down, store down).
+func (h *Hub) Manager(ctx context.Context, id string) (*upstreams.Manager, error) {
+	rt, err := h.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rt.mgr, nil
+}
+
+// SetBuiltin sets (b == nil: removes) built-in server name of project id
+// (upstreams.Manager.SetBuiltin). A project without a runtime on this
+// replica is left alone: Options.Builtins applies when it is created.
+func (h *Hub) SetBuiltin(id, name string, b upstreams.Builtin) {
+	rt := h.runtime(id, false)
+	if rt == nil {
+		return
+	}
+	rt.mgr.SetBuiltin(name, b)
+	if b == nil && h.opts.OnRemoved != nil {
+		h.opts.OnRemoved(id, name) // its state reports end, as for a removed server
+	}
 }
 
 // Tools returns a project's tool catalog, connecting servers not tried yet.

@@ -111,7 +111,7 @@ func TestCallErrorsRedacted(t *testing.T) {
 	// with the transport's error, which quotes the URL.
 	var msgs []string
 	for i := 0; i < 3; i++ {
-		_, err := rt.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil, nil)
+		_, err := rt.Call(ctx, switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)})
 		if err == nil {
 			t.Fatal("call to a closed upstream succeeded")
 		}

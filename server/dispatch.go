@@ -159,7 +159,8 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		}
 		defer s.inflight.Delete(key)
 		start := time.Now()
-		res, err := s.gw.Call(ctx, *p.Name, args, meta, progress)
+		res, err := s.gw.Call(ctx, switchboard.CallRequest{Project: s.opts.Project, Session: session,
+			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress})
 		if err != nil {
 			rpc := toRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))

@@ -23,6 +23,9 @@ const maxLegacyInFlight = 64
 type legacySessions struct {
 	mu   sync.Mutex
 	byID map[string]*legacySession
+	// onEnd hears every session that ends (Options.OnSessionEnd); whoever
+	// removes it from byID calls it, so it runs once per session.
+	onEnd func(id string)
 }
 
 type legacySession struct {
@@ -32,9 +35,12 @@ type legacySession struct {
 	slots  chan struct{} // messages in flight; bounds what one client can pin
 	ctx    context.Context
 	cancel context.CancelFunc
+	ended  bool // reported to onEnd; under legacySessions.mu
 }
 
-func newLegacySessions() *legacySessions { return &legacySessions{byID: map[string]*legacySession{}} }
+func newLegacySessions(onEnd func(string)) *legacySessions {
+	return &legacySessions{byID: map[string]*legacySession{}, onEnd: onEnd}
+}
 
 func (l *legacySessions) add(parent context.Context) *legacySession {
 	var b [16]byte
@@ -54,11 +60,17 @@ func (l *legacySessions) get(id string) *legacySession {
 	return l.byID[id]
 }
 
+// remove ends a session whose stream is gone.
 func (l *legacySessions) remove(ls *legacySession) {
 	l.mu.Lock()
+	live := !ls.ended
+	ls.ended = true
 	delete(l.byID, ls.id)
 	l.mu.Unlock()
 	ls.cancel()
+	if live && l.onEnd != nil {
+		l.onEnd(ls.id)
+	}
 }
 
 func (l *legacySessions) count() int {
@@ -80,11 +92,24 @@ func (l *legacySessions) broadcast(msg []byte) {
 	}
 }
 
+// closeAll ends every session (Shutdown): their streams send what is
+// queued and close, and each is reported ended now, not when its handler
+// gets round to returning.
 func (l *legacySessions) closeAll() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var ended []*legacySession
 	for _, ls := range l.byID {
+		if !ls.ended {
+			ls.ended = true
+			ended = append(ended, ls)
+		}
+	}
+	l.mu.Unlock()
+	for _, ls := range ended {
 		ls.cancel()
+		if l.onEnd != nil {
+			l.onEnd(ls.id)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ type blockingGateway struct {
 	release chan struct{}
 }
 
-func (b blockingGateway) Call(ctx context.Context, _ string, args, _ json.RawMessage, _ func(json.RawMessage)) (json.RawMessage, error) {
+func (b blockingGateway) Call(ctx context.Context, _ switchboard.CallRequest) (json.RawMessage, error) {
 	select {
 	case <-b.release:
 	case <-ctx.Done():
@@ -159,7 +159,7 @@ type cancellableGateway struct {
 	release chan struct{}
 }
 
-func (b cancellableGateway) Call(ctx context.Context, _ string, _, _ json.RawMessage, _ func(json.RawMessage)) (json.RawMessage, error) {
+func (b cancellableGateway) Call(ctx context.Context, _ switchboard.CallRequest) (json.RawMessage, error) {
 	select {
 	case <-b.release:
 		return json.RawMessage(`{"content":[{"type":"text","text":"finished"}]}`), nil

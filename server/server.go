@@ -45,7 +45,8 @@ type Gateway interface {
 	// Catalog returns the current tools and never connects anything.
 	Catalog() *switchboard.Catalog
 	// Call forwards a tool call and returns the upstream's raw result.
-	Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error)
+	// req.Project and req.Session are set by the edge.
+	Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error)
 	// Status reports every upstream.
 	Status() []switchboard.ServerStatus
 }
@@ -81,6 +82,14 @@ type Options struct {
 	// MaxProjectSessions, when positive, also caps this edge's own
 	// sessions, so one project cannot take a shared MaxSessions.
 	MaxProjectSessions int
+	// OnSessionEnd, when set, is called exactly once for every client
+	// session that ends: a DELETE, idle expiry, a legacy SSE stream that
+	// dropped, or Shutdown (which returns after the calls). session is the
+	// id the edge put in CallRequest.Session. It runs on the goroutine that
+	// ended the session (a request handler, the sweeper, Shutdown) without
+	// the edge's locks held, so it must not block for long: slow cleanup
+	// belongs in a goroutine the callee owns.
+	OnSessionEnd func(session string)
 }
 
 // Observer records tool calls (metrics, the call log). It must not block.
@@ -156,7 +165,7 @@ func New(gw Gateway, opts Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{gw: gw, opts: opts, log: opts.Logger, started: time.Now(), ctx: ctx, cancel: cancel,
-		sessions: newSessions(opts.SessionIdleTTL), legacy: newLegacySessions()}
+		sessions: newSessions(opts.SessionIdleTTL, opts.OnSessionEnd), legacy: newLegacySessions(opts.OnSessionEnd)}
 	s.mcp = mcpserver.NewMCPServer("switchboard", opts.Version,
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithRecovery())
@@ -443,6 +452,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 		Result json.RawMessage `json:"result"`
 	}
 	if sid != "" && (rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &res) != nil || len(res.Result) == 0) {
+		s.sessions.discard(sid)
 		s.endSession(sid)
 		rec.Header().Del("Mcp-Session-Id")
 	} else if sid != "" && s.opts.Principal != nil {
@@ -626,6 +636,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		s.legacy.closeAll()
 		err = errors.Join(err, s.streamable.Shutdown(ctx))
+		// mcp-go ends the sessions it tracks; those it does not (no
+		// stream ever opened) end here, each reported once.
+		s.sessions.endAll()
 		s.calls.Wait()
 		s.wg.Wait()
 	})

@@ -92,7 +92,7 @@ func FuzzParseMessage(f *testing.F) {
 }
 
 func TestSessionsExpire(t *testing.T) {
-	s := newSessions(time.Minute)
+	s := newSessions(time.Minute, nil)
 	now := time.Unix(1000, 0)
 	s.now = func() time.Time { return now }
 	idle, busy, streaming := s.Generate(), s.Generate(), s.Generate()
@@ -120,11 +120,11 @@ type fakeGateway struct{ cat *switchboard.Catalog }
 
 func (f fakeGateway) Tools(context.Context) *switchboard.Catalog { return f.cat }
 func (f fakeGateway) Catalog() *switchboard.Catalog              { return f.cat }
-func (f fakeGateway) Call(_ context.Context, name string, args, _ json.RawMessage, _ func(json.RawMessage)) (json.RawMessage, error) {
-	if _, ok := f.cat.Lookup(name); !ok {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", name)
+func (f fakeGateway) Call(_ context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	if _, ok := f.cat.Lookup(req.Tool); !ok {
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", req.Tool)
 	}
-	return json.RawMessage(`{"content":[{"type":"text","text":` + strconv.Quote(string(args)) + `}]}`), nil
+	return json.RawMessage(`{"content":[{"type":"text","text":` + strconv.Quote(string(req.Arguments)) + `}]}`), nil
 }
 func (f fakeGateway) Status() []switchboard.ServerStatus { return nil }
 

@@ -20,6 +20,9 @@ type sessions struct {
 	dead    map[string]time.Time
 	idleTTL time.Duration
 	now     func() time.Time
+	// onEnd hears every session that leaves live (Options.OnSessionEnd):
+	// whoever removes it from live calls it, so it runs once per session.
+	onEnd func(id string)
 }
 
 type sessionInfo struct {
@@ -30,8 +33,8 @@ type sessionInfo struct {
 
 var errUnknownSession = errors.New("unknown session")
 
-func newSessions(idleTTL time.Duration) *sessions {
-	return &sessions{live: map[string]*sessionInfo{}, dead: map[string]time.Time{}, idleTTL: idleTTL, now: time.Now}
+func newSessions(idleTTL time.Duration, onEnd func(string)) *sessions {
+	return &sessions{live: map[string]*sessionInfo{}, dead: map[string]time.Time{}, idleTTL: idleTTL, now: time.Now, onEnd: onEnd}
 }
 
 // Generate issues a new cryptographically random session ID.
@@ -59,16 +62,43 @@ func (s *sessions) Validate(id string) (isTerminated bool, err error) {
 	return false, errUnknownSession
 }
 
-// Terminate ends a session; later requests with its ID get 404.
+// Terminate ends a session; later requests with its ID get 404. mcp-go
+// calls it for a DELETE, which is also how the edge ends idle sessions
+// and, through mcp-go's Shutdown, open ones.
 func (s *sessions) Terminate(id string) (isNotAllowed bool, err error) {
+	if s.end(id) && s.onEnd != nil {
+		s.onEnd(id)
+	}
+	return false, nil
+}
+
+// end moves a live session to the dead and reports whether it was live.
+func (s *sessions) end(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.live[id]; !ok {
-		return false, nil
+		return false
 	}
 	delete(s.live, id)
 	s.dead[id] = s.now()
-	return false, nil
+	return true
+}
+
+// discard ends a session that never started (its initialize failed)
+// without reporting it: nothing downstream ever saw its id.
+func (s *sessions) discard(id string) { s.end(id) }
+
+// endAll ends every live session, reporting each (Shutdown).
+func (s *sessions) endAll() {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.live))
+	for id := range s.live {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		_, _ = s.Terminate(id)
+	}
 }
 
 func (s *sessions) streamOpened(id string) {

@@ -29,11 +29,11 @@ const (
 // toolErrorGateway answers the tool "tool_error" with isError true.
 type toolErrorGateway struct{ fakeGateway }
 
-func (g toolErrorGateway) Call(ctx context.Context, name string, args, meta json.RawMessage, p func(json.RawMessage)) (json.RawMessage, error) {
-	if name == "tool_error" {
+func (g toolErrorGateway) Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	if req.Tool == "tool_error" {
 		return json.RawMessage(`{"content":[{"type":"text","text":"it failed"}],"isError":true}`), nil
 	}
-	return g.fakeGateway.Call(ctx, name, args, meta, p)
+	return g.fakeGateway.Call(ctx, req)
 }
 
 // spanView is what a test compares of a span.
@@ -185,9 +185,9 @@ type spyGateway struct {
 	seen chan trace.SpanContext
 }
 
-func (g spyGateway) Call(ctx context.Context, name string, args, meta json.RawMessage, p func(json.RawMessage)) (json.RawMessage, error) {
+func (g spyGateway) Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	g.seen <- trace.SpanContextFromContext(ctx)
-	return g.fakeGateway.Call(ctx, name, args, meta, p)
+	return g.fakeGateway.Call(ctx, req)
 }
 
 func initializeSession(t *testing.T, url string) string {

@@ -106,7 +106,7 @@ exec sleep 300
 	args, _ := json.Marshal(map[string]string{"blob": strings.Repeat("x", 4<<20)})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.m.Call(context.Background(), "big", args, nil, nil)
+		_, err := h.m.Call(context.Background(), switchboard.CallRequest{Tool: "big", Arguments: args})
 		errc <- err
 	}()
 	select {

@@ -2,8 +2,15 @@ package upstreams
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -96,6 +103,72 @@ func FuzzCatalogRouting(f *testing.F) {
 		}
 		if _, ok := cat.Lookup(probe); ok != (seen[probe] != "") {
 			t.Fatalf("lookup %q found=%v, but the name is taken by %q", probe, ok, seen[probe])
+		}
+	})
+}
+
+// scriptStream is a Stream whose server writes out (in chunks of chunk
+// bytes) and then goes away; what the gateway writes is kept.
+type scriptStream struct {
+	mu      sync.Mutex
+	out     []byte
+	chunk   int
+	written bytes.Buffer
+}
+
+func (s *scriptStream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.out) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), s.chunk)], s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+func (s *scriptStream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written.Write(p)
+}
+
+func (s *scriptStream) Close() error { return nil }
+
+// FuzzStreamFraming: whatever a hosted server writes on its stream (any
+// bytes, cut anywhere), a call over the shared framing returns (the
+// server's answer to its id, or connection lost once the stream ends),
+// never hangs or panics, and every line the gateway wrote is one valid
+// JSON-RPC message.
+func FuzzStreamFraming(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"ok":true}}`+"\n"), uint8(7))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"ping","id":"x"}`+"\n"+`{"jsonrpc":"2.0","method":"roots/list","id":2}`+"\n"+`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m","data":[1]}}`+"\n"), uint8(3))
+	f.Add([]byte("garbage\n\n{\"id\":1}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}"), uint8(0))
+	f.Fuzz(func(t *testing.T, out []byte, chunk uint8) {
+		st := &scriptStream{out: out, chunk: int(chunk) + 1}
+		var notes atomic.Int64
+		c := newStreamConn(st, 5*time.Second, func(string, json.RawMessage) { notes.Add(1) }, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := c.call(ctx, "tools/call", json.RawMessage(`{"name":"x"}`))
+		var rpc *switchboard.RPCError
+		switch {
+		case err == nil:
+			if !json.Valid(res) {
+				t.Fatalf("result is not JSON: %q", res)
+			}
+		case errors.Is(err, errConnLost), errors.As(err, &rpc):
+		default:
+			t.Fatalf("call ended with %v, want a result, an RPC error or connection lost", err)
+		}
+		_ = c.close()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for _, line := range bytes.Split(bytes.TrimSuffix(st.written.Bytes(), []byte("\n")), []byte("\n")) {
+			var m message
+			if len(line) > 0 && (json.Unmarshal(line, &m) != nil || m.JSONRPC != "2.0") {
+				t.Fatalf("gateway wrote %q", line)
+			}
 		}
 	})
 }

@@ -246,7 +246,7 @@ func (h *harness) call(tool, args string) (json.RawMessage, error) {
 	if args != "" {
 		raw = json.RawMessage(args)
 	}
-	return h.m.Call(ctx, tool, raw, nil, nil)
+	return h.m.Call(ctx, switchboard.CallRequest{Tool: tool, Arguments: raw})
 }
 
 // text calls tool and returns its single text content, failing the test on

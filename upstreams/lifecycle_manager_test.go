@@ -230,7 +230,7 @@ func TestApplyAfterClose(t *testing.T) {
 	if st := h.m.Status(); len(st) != 0 {
 		t.Fatalf("a closed manager reports servers: %+v", st)
 	}
-	if _, err := h.m.Call(ctx, "echo", json.RawMessage(`{}`), nil, nil); !errors.Is(err, switchboard.ErrNotFound) {
+	if _, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{}`)}); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("call on a closed manager: %v", err)
 	}
 }
@@ -328,8 +328,7 @@ func TestApplyDrainsInBackground(t *testing.T) {
 		var once sync.Once
 		errc := make(chan error, 1)
 		go func() {
-			res, err := h.m.Call(context.Background(), "slow", json.RawMessage(`{"ms":`+strconv.Itoa(ms)+`}`), json.RawMessage(`{"progressToken":"d"}`),
-				func(json.RawMessage) { once.Do(func() { close(started) }) })
+			res, err := h.m.Call(context.Background(), switchboard.CallRequest{Tool: "slow", Arguments: json.RawMessage(`{"ms":` + strconv.Itoa(ms) + `}`), Meta: json.RawMessage(`{"progressToken":"d"}`), OnProgress: func(json.RawMessage) { once.Do(func() { close(started) }) }})
 			if err == nil && resultTextNoFatal(res) != "slept "+strconv.Itoa(ms)+"ms" {
 				err = fmt.Errorf("result %s", res)
 			}

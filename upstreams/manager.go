@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,10 @@ type Options struct {
 	// OnState, when set, is called after every change of a server's state
 	// (without locks held), for metrics and for tests that wait on a state.
 	OnState func(server string, state switchboard.ServerState)
+	// Streams opens the streams of hosted servers (Transport ==
+	// switchboard.TransportHosted). Without it such servers fail to
+	// connect with ErrConfig.
+	Streams StreamOpener
 }
 
 func (o *Options) defaults() {
@@ -70,6 +75,7 @@ type Manager struct {
 	mu        sync.Mutex
 	order     []*upstream
 	byName    map[string]*upstream
+	builtins  map[string]*upstream // in-process servers, ranked after order
 	onChange  func()
 	version   uint64
 	catalog   atomic.Pointer[switchboard.Catalog]
@@ -89,7 +95,7 @@ type Manager struct {
 // New returns a Manager with no servers; call Apply to configure it.
 func New(opts Options) *Manager {
 	opts.defaults()
-	m := &Manager{opts: opts, log: opts.Logger, byName: map[string]*upstream{}}
+	m := &Manager{opts: opts, log: opts.Logger, byName: map[string]*upstream{}, builtins: map[string]*upstream{}}
 	m.cutOffCtx, m.cutOff = context.WithCancel(context.Background())
 	m.catalog.Store(switchboard.NewCatalog(0, nil))
 	return m
@@ -198,14 +204,27 @@ func (m *Manager) rebuild() {
 	m.mu.Lock()
 	seen := map[string]string{}
 	var tools []switchboard.Tool
-	for _, u := range m.order {
+	for _, u := range m.rankedLocked() {
 		u.mu.Lock()
 		var shadowed []string
+		if u.builtin != nil {
+			u.lastErr = ""
+			if _, hidden := m.byName[u.spec.Name]; hidden {
+				// Calls route by server name: the configured one owns it.
+				u.lastErr = fmt.Sprintf("hidden: a configured server is also named %q; its tools are not offered", u.spec.Name)
+				for _, t := range u.tools {
+					shadowed = append(shadowed, t.name)
+				}
+				u.shadowed = shadowed
+				u.mu.Unlock()
+				continue
+			}
+		}
 		for _, t := range u.tools {
 			tool, owner := catalogEntry(seen, u.spec.Name, u.spec.ToolPrefix, t)
 			if owner != "" {
 				shadowed = append(shadowed, tool.Name)
-				m.log.Warn("tool name collision: first configured server wins", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
+				m.log.Warn("tool name collision: first configured server wins (built-in servers rank last)", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
 				continue
 			}
 			tools = append(tools, tool)
@@ -353,33 +372,42 @@ func (m *Manager) Lookup(ctx context.Context, name string) (switchboard.Tool, bo
 	return m.Tools(ctx).Lookup(name)
 }
 
-// Call calls the tool clients know as name with the client's raw arguments
-// and _meta. Progress notifications for the call are passed to onProgress
-// (may be nil) with the client's own progress token. It returns the
-// upstream's raw result, an upstream *switchboard.RPCError unchanged, or an
-// error wrapping ErrNotFound (no such tool), ErrUnavailable (server down or
-// breaker open), ErrTimeout, ErrCanceled or ErrConfig.
-func (m *Manager) Call(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
-	t, ok := m.Lookup(ctx, name)
+// Call calls the tool clients know as req.Tool with the client's raw
+// arguments and _meta. Progress notifications for the call are passed to
+// req.OnProgress (may be nil) with the client's own progress token. A
+// builtin's tool gets req itself (Tool set to its own name), session and
+// project included. It returns the upstream's raw result, an upstream
+// *switchboard.RPCError unchanged, or an error wrapping ErrNotFound (no
+// such tool), ErrUnavailable (server down or breaker open), ErrTimeout,
+// ErrCanceled or ErrConfig.
+func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	t, ok := m.Lookup(ctx, req.Tool)
 	if !ok {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(name))
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(req.Tool))
 	}
 	m.mu.Lock()
-	u := m.byName[t.Server]
+	u := m.serverLocked(t.Server)
 	m.mu.Unlock()
 	if u == nil {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; its server was removed", name)
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; its server was removed", req.Tool)
 	}
 	ctx, span := startHop(ctx, u.spec, t.UpstreamName)
-	res, err := u.callTool(ctx, t.UpstreamName, args, meta, onProgress)
+	var res json.RawMessage
+	var err error
+	if u.builtin != nil {
+		res, err = u.callBuiltin(ctx, t.UpstreamName, req)
+	} else {
+		res, err = u.callTool(ctx, t.UpstreamName, req.Arguments, req.Meta, req.OnProgress)
+	}
 	endHop(span, err)
 	return res, err
 }
 
-// Status reports every configured server in configured order.
+// Status reports every configured server in configured order, then the
+// built-in servers by name.
 func (m *Manager) Status() []switchboard.ServerStatus {
 	m.mu.Lock()
-	order := m.order
+	order := m.rankedLocked()
 	m.mu.Unlock()
 	out := make([]switchboard.ServerStatus, 0, len(order))
 	for _, u := range order {
@@ -398,8 +426,8 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
 		m.closed = true
-		order := m.order
-		m.order, m.byName = nil, map[string]*upstream{}
+		order := m.rankedLocked()
+		m.order, m.byName, m.builtins = nil, map[string]*upstream{}, map[string]*upstream{}
 		m.version++
 		m.catalog.Store(switchboard.NewCatalog(m.version, nil))
 		for _, u := range order {

@@ -74,7 +74,7 @@ func TestSSE(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	begin := time.Now()
-	_, err = h.m.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil, nil)
+	_, err = h.m.Call(ctx, switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)})
 	blocked := ctx.Err() != nil
 	cancel()
 	if blocked {
@@ -137,7 +137,7 @@ func TestSSEBreaker(t *testing.T) {
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := h.m.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), nil, nil)
+		_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)})
 		blocked := ctx.Err() != nil
 		cancel()
 		if blocked || !errors.Is(err, switchboard.ErrUnavailable) {
@@ -372,16 +372,15 @@ func TestStreamableProgressAndListChanged(t *testing.T) {
 	var tokens []string
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	_, err := h.m.Call(ctx, "progress", json.RawMessage(`{"steps":3}`), json.RawMessage(`{"progressToken":"tok-1"}`),
-		func(p json.RawMessage) {
-			var n struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			}
-			_ = json.Unmarshal(p, &n)
-			mu.Lock()
-			tokens = append(tokens, string(n.ProgressToken))
-			mu.Unlock()
-		})
+	_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "progress", Arguments: json.RawMessage(`{"steps":3}`), Meta: json.RawMessage(`{"progressToken":"tok-1"}`), OnProgress: func(p json.RawMessage) {
+		var n struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		}
+		_ = json.Unmarshal(p, &n)
+		mu.Lock()
+		tokens = append(tokens, string(n.ProgressToken))
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +415,7 @@ func TestSSEDropFailsCallInFlight(t *testing.T) {
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.m.Call(context.Background(), "slow", json.RawMessage(`{"ms":2000}`), json.RawMessage(`{"progressToken":"s"}`),
-			func(json.RawMessage) { once.Do(func() { close(started) }) })
+		_, err := h.m.Call(context.Background(), switchboard.CallRequest{Tool: "slow", Arguments: json.RawMessage(`{"ms":2000}`), Meta: json.RawMessage(`{"progressToken":"s"}`), OnProgress: func(json.RawMessage) { once.Do(func() { close(started) }) }})
 		errc <- err
 	}()
 	select {
@@ -479,13 +477,12 @@ func TestRemoteCallTimeout(t *testing.T) {
 			started := make(chan struct{}, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
-			_, err = h.m.Call(ctx, "slow", json.RawMessage(`{"ms":60000}`), json.RawMessage(`{"progressToken":"t"}`),
-				func(json.RawMessage) {
-					select {
-					case started <- struct{}{}:
-					default:
-					}
-				})
+			_, err = h.m.Call(ctx, switchboard.CallRequest{Tool: "slow", Arguments: json.RawMessage(`{"ms":60000}`), Meta: json.RawMessage(`{"progressToken":"t"}`), OnProgress: func(json.RawMessage) {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			}})
 			if !errors.Is(err, switchboard.ErrTimeout) {
 				t.Fatalf("err = %v, want ErrTimeout", err)
 			}
@@ -524,7 +521,7 @@ func TestRemoteHeaders(t *testing.T) {
 			// A client request to the gateway; the call (and the lazy
 			// connect it triggers) runs on its context.
 			edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				res, err := h.m.Call(r.Context(), "echo", json.RawMessage(`{"text":"hi"}`), nil, nil)
+				res, err := h.m.Call(r.Context(), switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
 				if err != nil {
 					http.Error(w, err.Error(), http.StatusBadGateway)
 					return

@@ -190,7 +190,7 @@ func TestCallResults(t *testing.T) {
 	t.Run("malformed meta is ErrInvalid", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		_, err := h.m.Call(ctx, "echo", json.RawMessage(`{"text":"x"}`), json.RawMessage(`[1]`), nil)
+		_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`), Meta: json.RawMessage(`[1]`)})
 		if !errors.Is(err, switchboard.ErrInvalid) {
 			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
@@ -202,8 +202,7 @@ func TestCallResults(t *testing.T) {
 		var once sync.Once
 		errc := make(chan error, 1)
 		go func() {
-			_, err := h.m.Call(ctx, "slow", json.RawMessage(`{"ms":60000}`), json.RawMessage(`{"progressToken":"c"}`),
-				func(json.RawMessage) { once.Do(func() { close(started) }) })
+			_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "slow", Arguments: json.RawMessage(`{"ms":60000}`), Meta: json.RawMessage(`{"progressToken":"c"}`), OnProgress: func(json.RawMessage) { once.Do(func() { close(started) }) }})
 			errc <- err
 		}()
 		select {
@@ -236,13 +235,12 @@ func TestCallTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	begin := time.Now()
-	_, err := h.m.Call(ctx, "slow", json.RawMessage(`{"ms":60000}`), json.RawMessage(`{"progressToken":1}`),
-		func(json.RawMessage) {
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-		})
+	_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "slow", Arguments: json.RawMessage(`{"ms":60000}`), Meta: json.RawMessage(`{"progressToken":1}`), OnProgress: func(json.RawMessage) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	}})
 	if !errors.Is(err, switchboard.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
@@ -544,16 +542,15 @@ func TestProgress(t *testing.T) {
 		var got []note
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		res, err := h.m.Call(ctx, "progress", json.RawMessage(`{"steps":3}`), json.RawMessage(`{"progressToken":`+token+`}`),
-			func(p json.RawMessage) {
-				var n note
-				if err := json.Unmarshal(p, &n); err != nil {
-					t.Errorf("progress params %s: %v", p, err)
-				}
-				mu.Lock()
-				got = append(got, n)
-				mu.Unlock()
-			})
+		res, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "progress", Arguments: json.RawMessage(`{"steps":3}`), Meta: json.RawMessage(`{"progressToken":` + token + `}`), OnProgress: func(p json.RawMessage) {
+			var n note
+			if err := json.Unmarshal(p, &n); err != nil {
+				t.Errorf("progress params %s: %v", p, err)
+			}
+			mu.Lock()
+			got = append(got, n)
+			mu.Unlock()
+		}})
 		if err != nil {
 			return nil, err
 		}

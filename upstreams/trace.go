@@ -47,9 +47,12 @@ func startHop(ctx context.Context, spec switchboard.ServerSpec, tool string) (co
 	}
 	span.SetAttributes(attrMethod.String("tools/call"), attrTool.String(tool),
 		attrServer.String(spec.Name), attrTransport.String(string(spec.Transport)))
-	if spec.Transport == switchboard.TransportStdio {
+	switch spec.Transport {
+	case switchboard.TransportStdio, switchboard.TransportHosted:
 		span.SetAttributes(attrNetwork.String("pipe"))
 		return ctx, span
+	case switchboard.TransportBuiltin:
+		return ctx, span // in-process: no network
 	}
 	span.SetAttributes(attrNetwork.String("tcp"))
 	// Host and port only: the URL's path or query may hold a secret.

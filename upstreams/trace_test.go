@@ -74,7 +74,7 @@ func (l *headerLog) requests() []loggedRequest {
 // traceparent the upstream found in params._meta ("" for none).
 func metaTraceparent(t *testing.T, m *Manager, ctx context.Context, meta json.RawMessage) string {
 	t.Helper()
-	res, err := m.Call(ctx, "meta", nil, meta, nil)
+	res, err := m.Call(ctx, switchboard.CallRequest{Tool: "meta", Meta: meta})
 	if err != nil {
 		t.Fatalf("meta: %v", err)
 	}
@@ -237,7 +237,7 @@ func TestStdioTraceMetaKeepsClientBytes(t *testing.T) {
 		if meta != "" {
 			m = json.RawMessage(meta)
 		}
-		if _, err := h.m.Call(ctx, "meta", args, m, nil); err != nil {
+		if _, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "meta", Arguments: args, Meta: m}); err != nil {
 			t.Fatal(err)
 		}
 		calls++

@@ -50,7 +50,7 @@ type upstream struct {
 	// is closed when the last one ends while close waits.
 	active       int
 	drained      chan struct{}
-	stderr       *ring
+	stderr       func() string // the current connection's stderr tail, if any
 	state        switchboard.ServerState
 	lastErr      string
 	tools        []rawTool
@@ -67,6 +67,14 @@ type upstream struct {
 
 	progressSeq atomic.Int64
 	progress    sync.Map // upstream token string -> *progressSink
+
+	// queue serializes the requests of a hosted server in arrival order
+	// (nil for other transports). It belongs to the upstream, not to one
+	// connection, so callers waiting while it (re)connects keep their
+	// place in line.
+	queue *fifo
+	// builtin is set for an in-process server (TransportBuiltin).
+	builtin Builtin
 }
 
 type rawTool struct {
@@ -86,6 +94,9 @@ func newUpstream(m *Manager, spec switchboard.ServerSpec) *upstream {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &upstream{spec: spec, m: m, ctx: ctx, cancel: cancel, state: switchboard.StateIdle,
 		log: m.log.With("server", spec.Name)}
+	if spec.Transport == switchboard.TransportHosted {
+		u.queue = newFIFO()
+	}
 	if spec.Err != nil {
 		u.setStateLocked(switchboard.StateInvalid)
 		u.lastErr = switchboard.Message(spec.Err)
@@ -252,6 +263,15 @@ func (u *upstream) connect() (conn, error) {
 			return nil, err
 		}
 		u.mu.Lock()
+		u.stderr = sc.stderr.String
+		u.mu.Unlock()
+		c = sc
+	case switchboard.TransportHosted:
+		sc, err := u.openStream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
 		u.stderr = sc.stderr
 		u.mu.Unlock()
 		c = sc
@@ -283,8 +303,34 @@ func (u *upstream) connect() (conn, error) {
 		}
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: initialize failed: %s", u.spec.Name, msg)
 	}
+	if sc, ok := c.(*streamConn); ok {
+		sc.initialized()
+	}
 	u.setTools(tools)
 	return c, nil
+}
+
+// openStream opens a hosted server's stream through Options.Streams and
+// runs the shared framing over it.
+func (u *upstream) openStream(ctx context.Context) (*streamConn, error) {
+	if u.m.opts.Streams == nil {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: hosted servers are not available in this gateway", u.spec.Name)
+	}
+	st, err := u.m.opts.Streams.OpenStream(ctx, u.spec)
+	if err != nil {
+		var de *switchboard.Error
+		if errors.As(err, &de) {
+			return nil, err
+		}
+		if ctx.Err() != nil && u.ctx.Err() == nil {
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q did not start within %s", u.spec.Name, u.m.opts.ConnectTimeout)
+		}
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: cannot open its stream: %s", u.spec.Name, switchboard.Message(err))
+	}
+	if st == nil {
+		return nil, switchboard.Errorf(switchboard.ErrInternal, "server %q: no stream was opened", u.spec.Name)
+	}
+	return newStreamConn(st, u.m.opts.StopTimeout, u.onNote, u.log), nil
 }
 
 func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
@@ -511,14 +557,23 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 }
 
 func (u *upstream) relist() {
-	u.mu.Lock()
-	c := u.conn
-	u.mu.Unlock()
-	if c == nil || u.ctx.Err() != nil {
+	if u.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
 	defer cancel()
+	if u.queue != nil {
+		if u.queue.acquire(ctx, nil) != nil {
+			return
+		}
+		defer u.queue.release()
+	}
+	u.mu.Lock()
+	c := u.conn
+	u.mu.Unlock()
+	if c == nil {
+		return
+	}
 	tools, err := listTools(ctx, c)
 	if err != nil {
 		u.log.Warn("re-listing tools after list_changed failed", "err", err)
@@ -532,19 +587,20 @@ func (u *upstream) relist() {
 // a progress token in meta is replaced by one unique to this connection
 // so progress from a shared upstream reaches the right client.
 func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
-	timeout := u.m.opts.CallTimeout
-	if u.spec.CallTimeout > 0 {
-		timeout = u.spec.CallTimeout
-	}
+	timeout := u.callTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !u.enter() {
 		return nil, u.errRemoved()
 	}
 	defer u.leave()
+	if err := u.takeTurn(ctx); err != nil {
+		return nil, u.callErr(ctx, "tool", name, timeout, err)
+	}
+	defer u.endTurn()
 	c, err := u.ensure(ctx)
 	if err != nil {
-		return nil, u.callErr(ctx, name, timeout, err)
+		return nil, u.callErr(ctx, "tool", name, timeout, err)
 	}
 	// Built by hand to keep the client's argument bytes and key order;
 	// compacting also guarantees no newline reaches a stdio frame.
@@ -565,7 +621,7 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	// client's own _meta is forwarded as before; with tracing off there
 	// are none and nothing changes.
 	var tc map[string]string
-	if u.spec.Transport == switchboard.TransportStdio {
+	if u.spec.Transport == switchboard.TransportStdio || u.spec.Transport == switchboard.TransportHosted {
 		tc = traceMeta(ctx)
 	}
 	if len(meta) > 0 || len(tc) > 0 {
@@ -631,20 +687,52 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		}
 	}
 	if err != nil {
-		return nil, u.callErr(ctx, name, timeout, err)
+		return nil, u.callErr(ctx, "tool", name, timeout, err)
 	}
 	return res, nil
 }
 
-func (u *upstream) callErr(ctx context.Context, tool string, timeout time.Duration, err error) error {
+// callTimeout is the server's own call timeout, or the gateway's.
+func (u *upstream) callTimeout() time.Duration {
+	if u.spec.CallTimeout > 0 {
+		return u.spec.CallTimeout
+	}
+	return u.m.opts.CallTimeout
+}
+
+// takeTurn waits, on a hosted server, until every request that arrived
+// earlier has had its answer, timed out or been cancelled; a caller whose
+// ctx ends while waiting leaves the line without writing. Other
+// transports take requests concurrently. Call endTurn after a nil error.
+func (u *upstream) takeTurn(ctx context.Context) error {
+	if u.queue == nil {
+		return nil
+	}
+	return u.queue.acquire(ctx, nil)
+}
+
+func (u *upstream) endTurn() {
+	if u.queue != nil {
+		u.queue.release()
+	}
+}
+
+// callErr maps the error of a request (kind "tool" for tools/call, where
+// name is the tool; "method" for any other, where name is the method) to
+// a domain error a client may see.
+func (u *upstream) callErr(ctx context.Context, kind, name string, timeout time.Duration, err error) error {
 	var rpc *switchboard.RPCError
 	switch {
 	case errors.As(err, &rpc):
 		return err
+	case (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)) && timeout <= 0:
+		return switchboard.Errorf(switchboard.ErrTimeout, "server %q: %s %q did not answer before the deadline", u.spec.Name, kind, name)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return switchboard.Errorf(switchboard.ErrTimeout, "server %q: tool %q did not answer within %s", u.spec.Name, tool, timeout)
+		return switchboard.Errorf(switchboard.ErrTimeout, "server %q: %s %q did not answer within %s", u.spec.Name, kind, name, timeout)
+	case errors.Is(err, context.Canceled) && kind == "tool":
+		return switchboard.Errorf(switchboard.ErrCanceled, "call to %q cancelled", name)
 	case errors.Is(err, context.Canceled):
-		return switchboard.Errorf(switchboard.ErrCanceled, "call to %q cancelled", tool)
+		return switchboard.Errorf(switchboard.ErrCanceled, "%s %q cancelled", kind, name)
 	case errors.Is(err, errConnLost):
 		u.mu.Lock()
 		if u.conn != nil {
@@ -679,14 +767,17 @@ func mustJSON(v any) json.RawMessage {
 // status reports the upstream for status endpoints.
 func (u *upstream) status() switchboard.ServerStatus {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	st := switchboard.ServerStatus{Name: u.spec.Name, Transport: u.spec.Transport, State: u.state,
 		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed}
 	if u.state == switchboard.StateFailed && u.breaker.State() == gobreaker.StateOpen {
 		st.State = switchboard.StateUnavailable
 	}
-	if u.stderr != nil {
-		st.Stderr = u.stderr.String()
+	stderr := u.stderr
+	u.mu.Unlock()
+	// Outside the lock: a hosted stream's Stderr may have to ask its
+	// container, and calls must not wait on that.
+	if stderr != nil {
+		st.Stderr = stderr()
 	}
 	return st
 }

@@ -1,0 +1,363 @@
+package upstreams
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// maxLine bounds one JSON-RPC message from a server (64 MiB): a server
+// that never sends a newline must not make the gateway grow without limit.
+const maxLine = 64 << 20
+
+// framer speaks newline-delimited JSON-RPC over any reader/writer pair:
+// request ids, the table of calls waiting for their response, server
+// notifications, answers to the server's own requests, the 64 MiB line
+// cap, a single writer goroutine and cancellation notices. It owns no
+// process or stream: stdioConn runs it over a child's pipes, streamConn
+// over a hosted container's attach stream. The owner runs readLoop and
+// writeLoop in goroutines it waits for, and calls markDone when the
+// transport is gone.
+type framer struct {
+	w      io.Writer
+	log    *slog.Logger
+	onNote func(method string, params json.RawMessage)
+
+	writes chan []byte
+	nextID atomic.Int64
+
+	mu      sync.Mutex
+	pending map[string]chan message
+
+	doneCh   chan struct{}
+	doneOnce sync.Once
+
+	// serial is set when the owner writes one request at a time (a hosted
+	// server: see upstream.takeTurn). A call that gives up then queues its
+	// cancellation notice before returning, so the notice reaches the
+	// server ahead of the next caller's request.
+	serial bool
+}
+
+func newFramer(w io.Writer, serial bool, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
+	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64),
+		pending: map[string]chan message{}, doneCh: make(chan struct{}), serial: serial}
+}
+
+// markDone records that the connection is lost for good: calls waiting
+// for a response, or for their turn, fail with errConnLost.
+func (f *framer) markDone() {
+	f.doneOnce.Do(func() {
+		close(f.doneCh)
+		f.mu.Lock()
+		for id, ch := range f.pending {
+			close(ch)
+			delete(f.pending, id)
+		}
+		f.mu.Unlock()
+	})
+}
+
+func (f *framer) done() <-chan struct{} { return f.doneCh }
+
+// readLoop dispatches every line read from r until r ends or sends a line
+// longer than maxLine. It does not mark the connection done: the owner
+// decides when the transport is gone.
+func (f *framer) readLoop(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br)
+		if len(bytes.TrimSpace(line)) > 0 {
+			f.dispatch(line)
+		}
+		if err != nil {
+			select {
+			case <-f.doneCh: // we closed it
+			default:
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+					f.log.Warn("upstream output unreadable; dropping connection", "err", err)
+				}
+			}
+			return
+		}
+	}
+}
+
+// readLine reads one newline-terminated line of at most maxLine bytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxLine {
+			return nil, fmt.Errorf("message longer than %d bytes", maxLine)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return buf, err
+	}
+}
+
+func (f *framer) dispatch(line []byte) {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		f.log.Debug("upstream sent a line that is not JSON-RPC; ignored", "err", err)
+		return
+	}
+	switch {
+	case m.Method != "" && len(m.ID) > 0:
+		// A request from the server. We offer no client capabilities, so
+		// only ping gets an answer beyond "method not found".
+		resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+		if m.Method == "ping" {
+			resp["result"] = struct{}{}
+		} else {
+			resp["error"] = rpcErrorWire{Code: switchboard.CodeMethodNotFound, Message: "switchboard does not offer " + m.Method}
+		}
+		// Never block the reader on a full queue.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = f.write(ctx, resp)
+		cancel()
+	case m.Method != "":
+		if f.onNote != nil {
+			f.onNote(m.Method, m.Params)
+		}
+	case len(m.ID) > 0:
+		f.mu.Lock()
+		ch, ok := f.pending[string(m.ID)]
+		delete(f.pending, string(m.ID))
+		f.mu.Unlock()
+		if ok {
+			ch <- m
+		}
+	}
+}
+
+// write queues one message for the writer goroutine, giving up when ctx
+// ends: a server that stops reading fills the pipe, and a call must still
+// return at its deadline rather than block in write(2).
+func (f *framer) write(ctx context.Context, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return f.writeRaw(ctx, b)
+}
+
+// writeRaw queues one compact JSON message (it must hold no newline).
+func (f *framer) writeRaw(ctx context.Context, b []byte) error {
+	b = append(b, '\n')
+	select {
+	case f.writes <- b:
+		return nil
+	case <-f.doneCh:
+		return errConnLost
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeLoop is the only writer of w. It ends when a write fails (marking
+// the connection lost) or the connection is lost.
+func (f *framer) writeLoop() {
+	for {
+		select {
+		case b := <-f.writes:
+			if _, err := f.w.Write(b); err != nil {
+				f.markDone()
+				return
+			}
+		case <-f.doneCh:
+			return
+		}
+	}
+}
+
+// call sends a request and waits for its response, its ctx or the loss of
+// the connection.
+func (f *framer) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := strconv.FormatInt(f.nextID.Add(1), 10)
+	ch := make(chan message, 1)
+	f.mu.Lock()
+	select {
+	case <-f.doneCh:
+		f.mu.Unlock()
+		return nil, errConnLost
+	default:
+	}
+	f.pending[id] = ch
+	f.mu.Unlock()
+	line := make([]byte, 0, 64+len(method))
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = append(line, id...)
+	line = append(line, `,"method":`...)
+	line = append(line, mustJSON(method)...)
+	if params != nil {
+		raw, ok := params.(json.RawMessage)
+		if !ok {
+			b, err := json.Marshal(params)
+			if err != nil {
+				f.forget(id)
+				return nil, err
+			}
+			raw = b
+		}
+		line = append(line, `,"params":`...)
+		line = append(line, raw...)
+	}
+	line = append(line, '}')
+	if err := f.writeRaw(ctx, line); err != nil {
+		f.forget(id)
+		return nil, err
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, errConnLost
+		}
+		return resultOf(m)
+	case <-ctx.Done():
+		f.forget(id)
+		// Tell the server to stop working on it, best effort. A serial
+		// framer queues the notice before the next caller's turn, so it
+		// reaches the server ahead of the next request (the write queue
+		// is ordered and rarely full; the wait is bounded). Otherwise it
+		// goes in the background, so a server that stopped reading cannot
+		// delay the caller past its deadline.
+		cancelled := map[string]any{"requestId": json.RawMessage(id), "reason": cancelReason(ctx)}
+		if f.serial {
+			nctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			_ = f.notify(nctx, "notifications/cancelled", cancelled)
+			cancel()
+			return nil, ctx.Err()
+		}
+		go func() {
+			nctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = f.notify(nctx, "notifications/cancelled", cancelled)
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func cancelReason(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "timed out in gateway"
+	}
+	return "cancelled by client"
+}
+
+func resultOf(m message) (json.RawMessage, error) {
+	if m.Error != nil {
+		return nil, &switchboard.RPCError{Code: m.Error.Code, Message: m.Error.Message, Data: m.Error.Data}
+	}
+	if m.Result == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return m.Result, nil
+}
+
+func (f *framer) forget(id string) {
+	f.mu.Lock()
+	delete(f.pending, id)
+	f.mu.Unlock()
+}
+
+func (f *framer) notify(ctx context.Context, method string, params any) error {
+	n := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		n["params"] = params
+	}
+	return f.write(ctx, n)
+}
+
+// fifo is a lock handed to waiters strictly in arrival order (sync.Mutex
+// is not FIFO: a newcomer can overtake goroutines already waiting). A
+// waiter whose ctx ends leaves the line without ever holding the lock.
+type fifo struct {
+	mu      sync.Mutex
+	held    bool
+	waiters []chan struct{} // closed when the lock is handed to that waiter
+	// changed is closed and replaced whenever the line changes, for tests
+	// that wait for a caller to be queued.
+	changed chan struct{}
+}
+
+func newFIFO() *fifo { return &fifo{changed: make(chan struct{})} }
+
+func (q *fifo) notifyLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// acquire waits for the caller's turn. It returns ctx.Err() when ctx ends
+// first and errConnLost when lost is closed first; either way the caller
+// does not hold the lock.
+func (q *fifo) acquire(ctx context.Context, lost <-chan struct{}) error {
+	q.mu.Lock()
+	if !q.held && len(q.waiters) == 0 {
+		q.held = true
+		q.mu.Unlock()
+		return nil
+	}
+	turn := make(chan struct{})
+	q.waiters = append(q.waiters, turn)
+	q.notifyLocked()
+	q.mu.Unlock()
+	var err error
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-lost:
+		err = errConnLost
+	}
+	q.mu.Lock()
+	for i, w := range q.waiters {
+		if w == turn {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			q.notifyLocked()
+			q.mu.Unlock()
+			return err
+		}
+	}
+	q.mu.Unlock()
+	// The lock was handed over just as we gave up: pass it on.
+	q.release()
+	return err
+}
+
+// release hands the lock to the longest waiter, or frees it.
+func (q *fifo) release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiters) == 0 {
+		q.held = false
+		return
+	}
+	next := q.waiters[0]
+	q.waiters = q.waiters[1:]
+	q.notifyLocked()
+	close(next)
+}
+
+// state reports whether the lock is held and how many callers wait, with
+// a channel closed at the next change.
+func (q *fifo) state() (held bool, waiting int, changed <-chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held, len(q.waiters), q.changed
+}
