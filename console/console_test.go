@@ -333,3 +333,64 @@ func TestDevModeClosedProject(t *testing.T) {
 		t.Errorf("API lists %d projects to an anonymous client, the console 2 (default, a)", len(list.Projects))
 	}
 }
+
+// BenchmarkMCPRoute measures a request to /mcp through the gateway's
+// whole handler with and without the console mounted: the console is one
+// more prefix on the top-level router and MCP requests never reach it.
+// (A ping on a session, in process, so the edge's own work dominates.)
+func BenchmarkMCPRoute(b *testing.B) {
+	for _, withUI := range []bool{false, true} {
+		name := "without-console"
+		if withUI {
+			name = "with-console"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			st, err := sqlite.Open(ctx, b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default"}); err != nil {
+				b.Fatal(err)
+			}
+			box, _ := secrets.NewBox(make([]byte, secrets.KeySize))
+			hub := projects.New(projects.Options{Store: st, Box: box})
+			defer hub.Close(ctx)
+			if err := hub.Start(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+			a := api.New(api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken})
+			var root http.Handler
+			if withUI {
+				ui := console.New(console.Options{})
+				root = hub.Handler(a, ui)
+				ui.Bind(root)
+			} else {
+				root = hub.Handler(a)
+			}
+			post := func(body, sid string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if sid != "" {
+					req.Header.Set("Mcp-Session-Id", sid)
+				}
+				rec := httptest.NewRecorder()
+				root.ServeHTTP(rec, req)
+				return rec
+			}
+			sid := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`, "").Header().Get("Mcp-Session-Id")
+			if sid == "" {
+				b.Fatal("no session")
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if rec := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, sid); rec.Code != http.StatusOK {
+					b.Fatalf("tools/list: %d", rec.Code)
+				}
+			}
+		})
+	}
+}
