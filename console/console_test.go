@@ -165,6 +165,28 @@ func TestLoginRequiredWithAdminToken(t *testing.T) {
 	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || !strings.Contains(p.body, `id="p-b"`) {
 		t.Fatalf("admin overview: %d, want every project:\n%s", p.status, p.body)
 	}
+	// A token is shown once, on the page that answers its creation, and
+	// can be revoked from the list.
+	p = b.post("/ui/p/a/manage/token-create", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {"ci"}})
+	m := regexp.MustCompile(`id="newtoken"[^>]*value="(sbt_[^"]+)"`).FindStringSubmatch(p.body)
+	if p.status != http.StatusCreated || m == nil {
+		t.Fatalf("token-create: %d, no new token shown", p.status)
+	}
+	if strings.Contains(b.get("/ui/p/a/manage").body, m[1]) {
+		t.Errorf("the token is shown again on a later page")
+	}
+	toks, err := g.st.ListTokens(context.Background(), "a")
+	if err != nil || len(toks) != 1 {
+		t.Fatalf("tokens: %v %v", toks, err)
+	}
+	p = b.post("/ui/p/a/manage/token-revoke", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "id": {toks[0].ID}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("token-revoke: %d", p.status)
+	}
+	if body := b.get("/ui/p/a/manage?done=token-revoke").body; !strings.Contains(body, "Token revoked.") || !strings.Contains(body, "· revoked ") {
+		t.Errorf("manage page after revoking does not show it")
+	}
+
 	// Logout drops the cookie: the next page asks for a login again.
 	if p := b.post("/ui/logout", url.Values{"csrf": {b.csrf("/ui/")}}); p.status != http.StatusSeeOther {
 		t.Fatalf("logout: %d", p.status)
