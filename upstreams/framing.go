@@ -303,9 +303,8 @@ func (q *fifo) notifyLocked() {
 }
 
 // acquire waits for the caller's turn. It returns ctx.Err() when ctx ends
-// first and errConnLost when lost is closed first; either way the caller
-// does not hold the lock.
-func (q *fifo) acquire(ctx context.Context, lost <-chan struct{}) error {
+// first; the caller then does not hold the lock.
+func (q *fifo) acquire(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.held && len(q.waiters) == 0 {
 		q.held = true
@@ -316,15 +315,12 @@ func (q *fifo) acquire(ctx context.Context, lost <-chan struct{}) error {
 	q.waiters = append(q.waiters, turn)
 	q.notifyLocked()
 	q.mu.Unlock()
-	var err error
 	select {
 	case <-turn:
 		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
-	case <-lost:
-		err = errConnLost
 	}
+	err := ctx.Err()
 	q.mu.Lock()
 	for i, w := range q.waiters {
 		if w == turn {

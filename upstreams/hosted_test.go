@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,10 +85,11 @@ func (op *pipeOpener) snapshot() (wire []wireEvent, opened, initialized int) {
 	return append([]wireEvent(nil), op.wire...), op.opened, op.initialized
 }
 
-// pipeStream is a fixture server's Pipe that records the wire.
+// pipeStream is a fixture server's Pipe (or a child's stdio) that records
+// the wire.
 type pipeStream struct {
 	op        *pipeOpener
-	p         *mcptest.Pipe
+	p         io.ReadWriteCloser
 	in, out   []byte // partial lines read and written so far
 	closeOnce sync.Once
 }
@@ -286,14 +291,16 @@ func TestHostedCallTimeoutKeepsConnection(t *testing.T) {
 	opts.Streams = op
 	h := newHarness(t, opts)
 	spec := hostedSpec("box")
-	spec.CallTimeout = 100 * time.Millisecond
+	// Long enough that the call after it (bounded by the same timeout)
+	// never misses it on a loaded machine.
+	spec.CallTimeout = time.Second
 	h.apply(spec)
 
 	_, err := h.call("slow", `{"ms":60000}`)
 	if !errors.Is(err, switchboard.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if msg := switchboard.Message(err); !strings.Contains(msg, `"box"`) || !strings.Contains(msg, "100ms") {
+	if msg := switchboard.Message(err); !strings.Contains(msg, `"box"`) || !strings.Contains(msg, "within 1s") {
 		t.Fatalf("message %q should name the server and the timeout", msg)
 	}
 	if got := h.text("echo", `{"text":"after"}`); got != "after" {
@@ -437,7 +444,7 @@ func TestHostedStreamLostReconnects(t *testing.T) {
 func TestFIFOHandsOverInOrder(t *testing.T) {
 	q := newFIFO()
 	ctx := context.Background()
-	if err := q.acquire(ctx, nil); err != nil {
+	if err := q.acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var order []int
@@ -446,7 +453,7 @@ func TestFIFOHandsOverInOrder(t *testing.T) {
 	const n = 8
 	for i := range n {
 		wg.Go(func() {
-			if err := q.acquire(ctx, nil); err != nil {
+			if err := q.acquire(ctx); err != nil {
 				t.Error(err)
 				return
 			}
@@ -467,13 +474,8 @@ func TestFIFOHandsOverInOrder(t *testing.T) {
 	// A waiter whose ctx is already over leaves at once, holding nothing.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := q.acquire(cctx, nil); !errors.Is(err, context.Canceled) {
+	if err := q.acquire(cctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with ended ctx = %v", err)
-	}
-	lost := make(chan struct{})
-	close(lost)
-	if err := q.acquire(ctx, lost); !errors.Is(err, errConnLost) {
-		t.Fatalf("acquire on a lost connection = %v", err)
 	}
 	q.release()
 	wg.Wait()
@@ -524,5 +526,109 @@ func TestHostedAndBuiltinClose(t *testing.T) {
 	h.m.SetBuiltin("late", newFakeBuiltin()) // after Close: nothing happens
 	if len(h.m.Status()) != 0 {
 		t.Fatalf("status after Close: %+v", h.m.Status())
+	}
+}
+
+// childStdio is the stdio of a real mcptest child process, as a Stream
+// that is not ours to manage as a stdio server (the way a container's
+// attach stream is not).
+type childStdio struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   io.ReadCloser
+}
+
+func startChildStdio(t *testing.T) *childStdio {
+	t.Helper()
+	cmd := exec.Command(fixtureBin)
+	cmd.Env = append(os.Environ(), mcptest.ChildEnv(mcptest.Options{Name: "child"})...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return &childStdio{cmd: cmd, stdin: stdin, out: out}
+}
+
+func (c *childStdio) Read(p []byte) (int, error)  { return c.out.Read(p) }
+func (c *childStdio) Write(p []byte) (int, error) { return c.stdin.Write(p) }
+
+// Close ends the child: EOF on its stdin makes it exit.
+func (c *childStdio) Close() error {
+	_ = c.stdin.Close()
+	return c.cmd.Wait()
+}
+
+// childOpener serves hosted specs with real child processes.
+type childOpener struct{ op *pipeOpener }
+
+func (o childOpener) OpenStream(context.Context, switchboard.ServerSpec) (Stream, error) {
+	o.op.mu.Lock()
+	o.op.opened++
+	o.op.mu.Unlock()
+	return &pipeStream{op: o.op, p: startChildStdio(o.op.t)}, nil
+}
+
+// Concurrent calls to a hosted server that is a real child process never
+// overlap on the wire, whatever the order the goroutines run in.
+func TestHostedChildConcurrentCallsNeverOverlap(t *testing.T) {
+	op := newPipeOpener(t)
+	opts := testOptions()
+	opts.Streams = childOpener{op}
+	h := newHarness(t, opts)
+	h.apply(hostedSpec("child"))
+	h.tools()
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			want := fmt.Sprintf("call %d", i)
+			res, err := h.call("echo", fmt.Sprintf(`{"text":%q}`, want))
+			if err != nil || !strings.Contains(string(res), want) {
+				t.Errorf("echo %d = %s, %v", i, res, err)
+			}
+		})
+	}
+	wg.Wait()
+	wire, opened, _ := op.snapshot()
+	if calls := checkSerial(t, wire); len(calls) != n || opened != 1 {
+		t.Fatalf("%d calls on the wire over %d streams, want %d over 1", len(calls), opened, n)
+	}
+}
+
+// Under callers that give up at any moment (before, while or just as the
+// lock is handed to them) the line never has two holders, never loses the
+// lock and ends empty.
+func TestFIFOExclusiveUnderCancellation(t *testing.T) {
+	q := newFIFO()
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			wg.Go(cancel) // races with the hand-over
+		}
+		wg.Go(func() {
+			defer cancel()
+			if q.acquire(ctx) != nil {
+				return
+			}
+			if n := inside.Add(1); n != 1 {
+				t.Errorf("%d holders at once", n)
+			}
+			runtime.Gosched()
+			inside.Add(-1)
+			q.release()
+		})
+	}
+	wg.Wait()
+	if held, waiting, _ := q.state(); held || waiting != 0 {
+		t.Fatalf("after all: held %v, waiting %d", held, waiting)
 	}
 }

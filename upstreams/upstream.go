@@ -563,7 +563,7 @@ func (u *upstream) relist() {
 	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
 	defer cancel()
 	if u.queue != nil {
-		if u.queue.acquire(ctx, nil) != nil {
+		if u.queue.acquire(ctx) != nil {
 			return
 		}
 		defer u.queue.release()
@@ -708,7 +708,7 @@ func (u *upstream) takeTurn(ctx context.Context) error {
 	if u.queue == nil {
 		return nil
 	}
-	return u.queue.acquire(ctx, nil)
+	return u.queue.acquire(ctx)
 }
 
 func (u *upstream) endTurn() {
