@@ -269,6 +269,30 @@ func TestFormsNeedCSRFAndSameOrigin(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Name != "remote" {
 		t.Fatalf("servers after create: %v %v", recs, err)
 	}
+	// Secrets are write-only: the page lists the name, never the value,
+	// not even when the API refuses the form.
+	const value = "s3cret-value-for-the-test"
+	if p := b.post("/ui/p/a/manage/secret-set", url.Values{"csrf": {tok}, "name": {"API_KEY"}, "value": {value}}); p.status != http.StatusSeeOther {
+		t.Fatalf("secret-set: %d\n%s", p.status, p.body)
+	}
+	if body := b.get("/ui/p/a/manage").body; !strings.Contains(body, "API_KEY") || strings.Contains(body, value) {
+		t.Errorf("manage page after setting a secret: name listed %v, value shown %v", strings.Contains(body, "API_KEY"), strings.Contains(body, value))
+	}
+	if p := b.post("/ui/p/a/manage/secret-set", url.Values{"csrf": {tok}, "name": {"1BAD"}, "value": {value}}); p.status != http.StatusBadRequest || strings.Contains(p.body, value) {
+		t.Errorf("bad secret name: %d (want 400), value echoed %v", p.status, strings.Contains(p.body, value))
+	}
+	// A manifest makes the product's servers exactly its entries.
+	manifest := `{"name":"billing","mcp":{"servers":{"invoices":{"url":"https://billing.example/mcp"}}}}`
+	if p := b.post("/ui/p/a/manage/manifest-import", url.Values{"csrf": {tok}, "product": {"billing"}, "manifest": {manifest}}); p.status != http.StatusSeeOther {
+		t.Fatalf("manifest-import: %d\n%s", p.status, p.body)
+	}
+	if rec, err := g.st.GetServer(context.Background(), "a", "invoices"); err != nil || rec.ProductID != "billing" {
+		t.Errorf("imported server: %+v %v", rec, err)
+	}
+	if p := b.post("/ui/p/a/manage/manifest-import", url.Values{"csrf": {tok}, "product": {"billing"}, "manifest": {`{"mcp":`}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, "{&#34;mcp&#34;:") {
+		t.Errorf("broken manifest: %d, want 400 with the form filled again", p.status)
+	}
+
 	// A refusal by the API comes back with its status and reason.
 	p = b.post("/ui/p/a/manage/server-create", url.Values{"csrf": {tok}, "name": {"bad name"}, "url": {"https://example.com"}})
 	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "name must be") {

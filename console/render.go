@@ -133,6 +133,9 @@ func (c *Console) renderError(w http.ResponseWriter, r *http.Request, v *view, s
 	}
 	v.Title = fmt.Sprintf("%d %s", status, http.StatusText(status))
 	v.Refresh = 0
+	if status == http.StatusForbidden || status == http.StatusNotFound {
+		v.Project = "" // no links into a project this browser cannot see
+	}
 	v.Data = struct {
 		Status int
 		Text   string
