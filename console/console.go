@@ -107,6 +107,7 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("POST /ui/login", c.post(c.login))
 	mux.Handle("POST /ui/logout", c.post(c.logout))
 	mux.HandleFunc("GET /ui/{$}", c.overviewAll)
+	mux.Handle("POST /ui/projects", c.post(c.createProject))
 	const p = "/ui/p/{project}"
 	mux.HandleFunc("GET "+p+"/{$}", c.overviewProject)
 	mux.HandleFunc("GET "+p+"/tools", c.toolsPage)

@@ -165,6 +165,22 @@ func TestLoginRequiredWithAdminToken(t *testing.T) {
 	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || !strings.Contains(p.body, `id="p-b"`) {
 		t.Fatalf("admin overview: %d, want every project:\n%s", p.status, p.body)
 	}
+	// Projects are created and deleted through the API, as the admin.
+	p = b.post("/ui/projects", url.Values{"csrf": {b.csrf("/ui/")}, "id": {"c"}, "description": {"made in the console"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/p/c/manage" {
+		t.Fatalf("create project: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	if p := b.post("/ui/projects", url.Values{"csrf": {b.csrf("/ui/")}, "id": {"Bad ID"}}); p.status != http.StatusBadRequest {
+		t.Errorf("create project with a bad id: %d, want 400", p.status)
+	}
+	p = b.post("/ui/p/c/manage/project-delete", url.Values{"csrf": {b.csrf("/ui/p/c/manage")}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/" {
+		t.Fatalf("delete project: %d to %q", p.status, p.header.Get("Location"))
+	}
+	if _, err := g.st.GetProject(context.Background(), "c"); err == nil {
+		t.Errorf("project c still exists")
+	}
+
 	// A token is shown once, on the page that answers its creation, and
 	// can be revoked from the list.
 	p = b.post("/ui/p/a/manage/token-create", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {"ci"}})
@@ -227,6 +243,10 @@ func TestProjectTokenSeesOnlyItsProject(t *testing.T) {
 	p = b.post("/ui/p/b/manage/server-create", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {"x"}, "url": {"https://example.com/mcp"}})
 	if p.status != http.StatusForbidden {
 		t.Errorf("creating a server in another project: %d, want 403", p.status)
+	}
+	// Deleting a project is the admin's.
+	if p := b.post("/ui/p/a/manage/project-delete", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}}); p.status != http.StatusForbidden {
+		t.Errorf("project token deleting its project: %d, want 403", p.status)
 	}
 	// Tokens are the admin's: the page says so instead of failing.
 	if p := b.get("/ui/p/a/manage"); !strings.Contains(p.body, "managing tokens needs the admin token") {

@@ -163,6 +163,12 @@ func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rp = c.call(r, http.MethodPut, base+"/products/"+url.PathEscape(f("product")), json.RawMessage(m), nil)
+	case "project-delete":
+		rp = c.call(r, http.MethodDelete, base, nil, nil)
+		if rp.ok() {
+			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+			return
+		}
 	case "manifest-delete":
 		rp = c.call(r, http.MethodDelete, base+"/products/"+url.PathEscape(f("product")), nil, nil)
 	default:

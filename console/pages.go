@@ -265,3 +265,18 @@ func (c *Console) project(w http.ResponseWriter, r *http.Request, v *view) (proj
 	}
 	return p, true
 }
+
+// createProject creates a project through the API (the admin's, or
+// anyone's in dev mode) and opens its Manage page; a refusal shows the
+// overview's error page with the API's status and reason.
+func (c *Console) createProject(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	id := strings.TrimSpace(r.PostFormValue("id"))
+	rp := c.call(r, http.MethodPost, "/api/v1/projects", map[string]string{"id": id, "description": r.PostFormValue("description")}, nil)
+	if !rp.ok() {
+		c.failed(w, r, nil, rp)
+		return
+	}
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(id)+"/manage", http.StatusSeeOther)
+}
