@@ -106,6 +106,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("1-login")
 	step("log in", chromedp.SendKeys(css("#token"), admin), chromedp.Click(css(`form[action="/ui/login"] button`)),
 		chromedp.WaitVisible(css(`#p-default`)))
+	// With JavaScript the overview re-reads itself in the background and
+	// swaps its <main> in (every 10 s): a mark on the old content goes.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("main h1").dataset.old = "1"; true`)); err != nil {
+		fail("mark the overview", err)
+	}
+	step("background refresh", chromedp.WaitVisible(css(`main h1:not([data-old])`)))
 
 	// Tools (listing connects both servers), try echo.
 	step("tools", chromedp.Navigate(g.url+"/ui/p/default/tools"), chromedp.WaitVisible(css(`#tool-echo`)))
