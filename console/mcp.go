@@ -25,7 +25,7 @@ type rpcAnswer struct {
 // (initialize, notifications/initialized, tools/call, then DELETE of the
 // session), in process and with the browser's token, so the call is
 // authorized, counted and logged like any other. A refusal of the
-// session itself (401, 403) comes back with Code -1.
+// session itself (401, 403) comes back in Denied.
 func (c *Console) callTool(r *http.Request, project, tool string, args json.RawMessage) *tryResult {
 	path := mcpPath(project)
 	hdr := http.Header{"Accept": {"application/json, text/event-stream"}}
@@ -34,7 +34,7 @@ func (c *Console) callTool(r *http.Request, project, tool string, args json.RawM
 		protocolVersion, c.opts.Version)), hdr)
 	sid := init.header.Get("Mcp-Session-Id")
 	if init.status == http.StatusUnauthorized || init.status == http.StatusForbidden {
-		return &tryResult{Code: -1, Error: init.message()}
+		return &tryResult{Denied: init, Error: init.message()}
 	}
 	if !init.ok() || sid == "" {
 		return &tryResult{Error: fmt.Sprintf("the MCP endpoint did not open a session (HTTP %d): %s", init.status, init.message())}

@@ -45,7 +45,7 @@ func (c *Console) newView(w http.ResponseWriter, r *http.Request, title, nav str
 	case tok != "":
 		v.Who, v.LoggedIn = "admin token", true
 	default:
-		v.Who = "no token (dev mode)"
+		v.Who = "no token"
 	}
 	return v
 }

@@ -44,6 +44,9 @@ type tryResult struct {
 	Code    int
 	Text    []string // text content items
 	JSON    string   // the whole result, indented
+	// Denied is the endpoint's refusal of the session (401, 403), which
+	// is shown as a page's would be.
+	Denied reply
 }
 
 type toolsData struct {
@@ -244,9 +247,8 @@ func (c *Console) tryTool(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	} else {
 		t.Result = c.callTool(r, r.PathValue("project"), name, args)
-		if t.Result.Code == -1 {
-			// The endpoint refused the session (401/403): as for a page.
-			c.failed(w, r, v, reply{status: http.StatusForbidden, body: []byte(`{"error":{"message":` + strconv.Quote(t.Result.Error) + `}}`)})
+		if t.Result.Denied.status != 0 {
+			c.failed(w, r, v, t.Result.Denied)
 			return
 		}
 	}
