@@ -27,6 +27,12 @@ const (
 	TransportBuiltin Transport = "builtin"
 )
 
+// HopHeader names the header a gateway adds to every request it sends an
+// upstream, holding its own hop id; a gateway that receives its own id
+// back refuses the request at once (an upstream that points at the
+// gateway itself) instead of waiting on itself until a timeout.
+const HopHeader = "X-Switchboard-Hop"
+
 // CallRequest is one tools/call as the edge received it, carried unchanged
 // from the edge down to whoever serves the tool (an upstream or a builtin).
 type CallRequest struct {

@@ -78,6 +78,12 @@ func (o observers) ObserveCall(rec switchboard.ToolCallRecord) {
 }
 
 func startGateway(specs []switchboard.ServerSpec) (*gateway, error) {
+	return startGatewayWith(specs, nil)
+}
+
+// startGatewayWith is startGateway with the opener of hosted servers'
+// streams (nil: none).
+func startGatewayWith(specs []switchboard.ServerSpec, streams upstreams.StreamOpener) (*gateway, error) {
 	dataDir, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return nil, err
@@ -89,7 +95,7 @@ func startGateway(specs []switchboard.ServerSpec) (*gateway, error) {
 	}
 	calls := calllog.New(st, calllog.Options{SpoolDir: filepath.Join(dataDir, "calllog")})
 	met := metrics.New()
-	mgr := upstreams.New(upstreams.Options{Version: "bench", OnState: func(server string, s switchboard.ServerState) { met.SetState("default", server, s) }})
+	mgr := upstreams.New(upstreams.Options{Version: "bench", Streams: streams, OnState: func(server string, s switchboard.ServerState) { met.SetState("default", server, s) }})
 	edge := server.New(mgr, server.Options{Version: "bench", Project: "default", Observer: observers{calls, met}, Metrics: met.Handler()})
 	mgr.OnToolsChanged(edge.ToolsChanged)
 	mgr.Apply(context.Background(), specs)

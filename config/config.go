@@ -45,6 +45,7 @@ type Config struct {
 	MaxProjectSessions int           `env:"MCP_SERVER_MAX_SESSIONS_PER_PROJECT" envDefault:"1000"`
 	Heartbeat          time.Duration `env:"MCP_SERVER_HEARTBEAT_INTERVAL" envDefault:"25s"`
 	MaxBodyBytes       int64         `env:"MCP_SERVER_MAX_BODY_BYTES" envDefault:"4194304"`
+	MaxMessageBytes    int64         `env:"MCP_SERVER_MAX_MESSAGE_BYTES" envDefault:"16777216"`
 
 	BreakerFailures uint32        `env:"MCP_SERVER_BREAKER_FAILURES" envDefault:"3"`
 	BreakerCooldown time.Duration `env:"MCP_SERVER_BREAKER_COOLDOWN" envDefault:"60s"`
@@ -71,6 +72,9 @@ type Config struct {
 	// TraceSampleRatio is the share of new traces recorded; a trace a
 	// client started keeps the client's decision.
 	TraceSampleRatio float64 `env:"MCP_SERVER_TRACE_SAMPLE_RATIO" envDefault:"1"`
+
+	// Hosted configures hosted MCP servers (config/hosted.go).
+	Hosted Hosted
 
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
@@ -195,8 +199,12 @@ func (c *Config) validate() []error {
 			bad(p.name, "must be a positive duration such as 30s, got %s", p.d)
 		}
 	}
+	errs = append(errs, c.Hosted.validate()...)
 	if c.ListDebounce < 0 {
 		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
+	}
+	if c.MaxMessageBytes < 1024 {
+		bad("MCP_SERVER_MAX_MESSAGE_BYTES", "must be at least 1024 bytes, got %d", c.MaxMessageBytes)
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("MCP_SERVER_MAX_BODY_BYTES", "must be at least 1024 bytes, got %d", c.MaxBodyBytes)
@@ -364,11 +372,12 @@ func (c Config) LogAttrs() []any {
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
 		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "max_sessions_per_project", c.MaxProjectSessions, "heartbeat", c.Heartbeat,
-		"max_body_bytes", c.MaxBodyBytes, "breaker_failures", c.BreakerFailures,
+		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
 	}
 }
 

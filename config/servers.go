@@ -31,6 +31,9 @@ type fileServer struct {
 	ToolPrefix  string            `json:"toolPrefix"`
 	CallTimeout string            `json:"callTimeout"`
 	Disabled    bool              `json:"disabled"`
+	// Hosted makes the entry a container the gateway runs (ParseHosted);
+	// ParseServers skips it.
+	Hosted json.RawMessage `json:"hosted"`
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -160,6 +163,12 @@ func buildSpec(name string, raw json.RawMessage, getenv func(string) string) (*s
 	}
 	if fs.Disabled {
 		return nil, nil
+	}
+	if fs.Hosted != nil {
+		if fs.Command != "" || fs.URL != "" {
+			return nil, fmt.Errorf("server %q: set either \"hosted\" (a container) or \"command\"/\"url\", not both", name)
+		}
+		return nil, nil // ParseHosted reads it
 	}
 	spec := switchboard.ServerSpec{Name: name, Command: fs.Command, Args: fs.Args, Env: fs.Env, Dir: fs.Cwd,
 		URL: fs.URL, Headers: fs.Headers, ToolPrefix: fs.ToolPrefix}

@@ -61,6 +61,9 @@ type Options struct {
 	// created; SetBuiltin changes them later. It is called with the hub's
 	// lock held and must not call back into the Hub.
 	Builtins func(project string) map[string]upstreams.Builtin
+	// HostedSpecs, when set, returns a project's hosted servers, served
+	// after its file and stored servers (projects/hosted.go).
+	HostedSpecs func(project string) []switchboard.ServerSpec
 	// AdminToken, when set, is required for admin actions and opens every
 	// project; empty is dev mode (see Access).
 	AdminToken string
@@ -342,6 +345,7 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 		rt.redacted[v] = true
 	}
 	rt.redact.Set(slices.Collect(maps.Keys(rt.redacted)))
+	specs = h.hostedSpecs(id, specs)
 	rt.mgr.Apply(ctx, specs)
 	applied := make(map[string]bool, len(specs))
 	for _, sp := range specs {

@@ -151,13 +151,17 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		key := session + "\x00" + string(m.ID)
-		if _, taken := s.inflight.LoadOrStore(key, cancel); taken {
-			// Ids identify calls for cancellation; a reused one would
-			// make the earlier call uncancellable.
-			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a call in flight on this session"})
+		// Ids identify a session's calls for notifications/cancelled; a
+		// sessionless call is cancelled only by dropping its request, so
+		// its id needs no slot (two scripts may both use id 1).
+		if session != "" {
+			key := session + "\x00" + string(m.ID)
+			if _, taken := s.inflight.LoadOrStore(key, cancel); taken {
+				// A reused id would make the earlier call uncancellable.
+				return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a call in flight on this session"})
+			}
+			defer s.inflight.Delete(key)
 		}
-		defer s.inflight.Delete(key)
 		start := time.Now()
 		res, err := s.gw.Call(ctx, switchboard.CallRequest{Project: s.opts.Project, Session: session,
 			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress})

@@ -82,6 +82,10 @@ type Options struct {
 	// MaxProjectSessions, when positive, also caps this edge's own
 	// sessions, so one project cannot take a shared MaxSessions.
 	MaxProjectSessions int
+	// HopID, when set, is this gateway's hop id (see
+	// switchboard.HopHeader): a request carrying it came from this very
+	// gateway and is refused with 508.
+	HopID string
 	// OnSessionEnd, when set, is called exactly once for every client
 	// session that ends: a DELETE, idle expiry, a legacy SSE stream that
 	// dropped, or Shutdown (which returns after the calls). session is the
@@ -259,6 +263,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}
 			writeRPCError(w, http.StatusForbidden, nil, switchboard.CodeInvalidRequest, msg)
 		}
+		if s.opts.HopID != "" && hasHop(r.Header, s.opts.HopID) {
+			writeRPCError(w, http.StatusLoopDetected, nil, switchboard.CodeInvalidRequest,
+				"request loop: this request was sent by this gateway itself; an upstream server of the gateway points back at it (remove that server or point it elsewhere)")
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
 			forbid("origin not allowed; add it to MCP_SERVER_CORS_ORIGINS (with MCP_ENABLE_CORS=true) to allow browser clients from it")
 			return
@@ -387,6 +396,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		s.initialize(w, r, m)
 		return
 	}
+	if r.Header.Get("Mcp-Session-Id") == "" {
+		s.stateless(w, r, m)
+		return
+	}
 	sid, ok := s.checkSession(w, r, m.idOrNil())
 	if !ok {
 		return
@@ -406,6 +419,37 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	resp := s.dispatch(withTraceContext(r.Context(), r.Header), sid, m, out.progress)
 	out.finish(resp)
+}
+
+// stateless answers a plain JSON-RPC POST that names no session, the way
+// a script or curl calls a tool: tools/list, tools/call and ping are
+// served as for a session with no client capabilities (same auth, error
+// table, call log and metrics; the log's session is empty); a
+// notification is accepted and dropped; anything else is -32601. A
+// request that names a session goes through checkSession instead, so an
+// unknown or ended session is still 404.
+func (s *Server) stateless(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !versionSupported(v) {
+		writeRPCError(w, http.StatusBadRequest, m.idOrNil(), switchboard.CodeInvalidRequest,
+			"unsupported MCP-Protocol-Version; supported: "+strings.Join(supportedVersions, ", "))
+		return
+	}
+	if m.isNotification() || m.Method == "" {
+		// Notifications (nothing to cancel without a session) and
+		// responses to requests we never sent.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	switch m.Method {
+	case "tools/list", "tools/call":
+		out.finish(s.dispatch(withTraceContext(r.Context(), r.Header), "", m, out.progress))
+	case "ping":
+		out.finish(response(m.ID, []byte(`{}`)))
+	default:
+		out.finish(errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound,
+			Message: "method " + switchboard.Clip(m.Method) + " needs a session: send initialize first (without a session only tools/list, tools/call and ping are served)"}))
+	}
 }
 
 // checkSession answers every request but initialize that lacks a session
@@ -643,4 +687,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Wait()
 	})
 	return err
+}
+
+// hasHop reports whether the hop header lists id.
+func hasHop(h http.Header, id string) bool {
+	for _, v := range h.Values(switchboard.HopHeader) {
+		for _, part := range strings.Split(v, ",") {
+			if strings.TrimSpace(part) == id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -17,9 +17,19 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
-// maxLine bounds one JSON-RPC message from a server (64 MiB): a server
-// that never sends a newline must not make the gateway grow without limit.
-const maxLine = 64 << 20
+// DefaultMaxMessageBytes bounds one JSON-RPC message from a server on any
+// transport unless Options.MaxMessageBytes says otherwise: a server that
+// never sends a newline, or answers with a huge result, must not make the
+// gateway grow without limit.
+const DefaultMaxMessageBytes = 16 << 20
+
+// tooLargeError reports a server message over the limit; the connection it
+// arrived on is reset, and callers are told which limit was hit.
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("it sent a message larger than the gateway's limit of %d bytes (MCP_SERVER_MAX_MESSAGE_BYTES)", e.limit)
+}
 
 // framer speaks newline-delimited JSON-RPC over any reader/writer pair:
 // request ids, the table of calls waiting for their response, server
@@ -43,6 +53,11 @@ type framer struct {
 	doneCh   chan struct{}
 	doneOnce sync.Once
 
+	// limit bounds one message (a line); broken holds why reading
+	// stopped when a message broke it, for status and callers.
+	limit  int64
+	broken atomic.Pointer[string]
+
 	// serial is set when the owner writes one request at a time (a hosted
 	// server: see upstream.takeTurn). A call that gives up then queues its
 	// cancellation notice before returning, so the notice reaches the
@@ -50,9 +65,21 @@ type framer struct {
 	serial bool
 }
 
-func newFramer(w io.Writer, serial bool, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
-	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64),
+func newFramer(w io.Writer, serial bool, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
+	if limit <= 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64), limit: limit,
 		pending: map[string]chan message{}, doneCh: make(chan struct{}), serial: serial}
+}
+
+// brokenReason says why the server's output could not be read any more
+// ("" when it was not broken by what the server sent).
+func (f *framer) brokenReason() string {
+	if p := f.broken.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // markDone records that the connection is lost for good: calls waiting
@@ -77,9 +104,14 @@ func (f *framer) done() <-chan struct{} { return f.doneCh }
 func (f *framer) readLoop(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
-		line, err := readLine(br)
+		line, err := readLine(br, f.limit)
 		if len(bytes.TrimSpace(line)) > 0 {
 			f.dispatch(line)
+		}
+		var tl *tooLargeError
+		if errors.As(err, &tl) {
+			msg := tl.Error()
+			f.broken.Store(&msg)
 		}
 		if err != nil {
 			select {
@@ -94,14 +126,16 @@ func (f *framer) readLoop(r io.Reader) {
 	}
 }
 
-// readLine reads one newline-terminated line of at most maxLine bytes.
-func readLine(r *bufio.Reader) ([]byte, error) {
+// readLine reads one newline-terminated line of at most limit bytes; a
+// longer one is a *tooLargeError as soon as it passes the limit, without
+// waiting for its end.
+func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		buf = append(buf, chunk...)
-		if len(buf) > maxLine {
-			return nil, fmt.Errorf("message longer than %d bytes", maxLine)
+		if int64(len(buf)) > limit {
+			return nil, &tooLargeError{limit}
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue

@@ -23,9 +23,17 @@ type Options struct {
 	BreakerFailures uint32        // consecutive connect failures that open the breaker; default 3
 	BreakerCooldown time.Duration // default 60s
 	ListDebounce    time.Duration // upstream list_changed debounce; default 200ms
-	ReconnectMin    time.Duration // SSE reconnect backoff start; default 250ms
-	ReconnectMax    time.Duration // SSE reconnect backoff cap; default 30s
-	Logger          *slog.Logger
+	// MaxMessageBytes bounds one message from a server on every transport
+	// (a stdio or hosted line, an HTTP body, an SSE event); default
+	// DefaultMaxMessageBytes. A larger one resets that connection and the
+	// caller is told the limit.
+	MaxMessageBytes int64
+	// HopID, when set, is sent in switchboard.HopHeader on every request
+	// to a remote server, so a gateway that is its own upstream notices.
+	HopID        string
+	ReconnectMin time.Duration // SSE reconnect backoff start; default 250ms
+	ReconnectMax time.Duration // SSE reconnect backoff cap; default 30s
+	Logger       *slog.Logger
 	// OnState, when set, is called after every change of a server's state
 	// (without locks held), for metrics and for tests that wait on a state.
 	OnState func(server string, state switchboard.ServerState)
@@ -52,6 +60,9 @@ func (o *Options) defaults() {
 	} else if o.ListDebounce == 0 {
 		o.ListDebounce = 200 * time.Millisecond
 	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = 3
 	}
@@ -72,15 +83,19 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	order     []*upstream
-	byName    map[string]*upstream
-	builtins  map[string]*upstream // in-process servers, ranked after order
-	onChange  func()
-	version   uint64
-	catalog   atomic.Pointer[switchboard.Catalog]
-	closeOnce sync.Once
-	closed    bool // set by Close, under mu: Apply starts nothing after it
+	mu       sync.Mutex
+	order    []*upstream
+	byName   map[string]*upstream
+	builtins map[string]*upstream // in-process servers, ranked after order
+	onChange func()
+	version  uint64
+	catalog  atomic.Pointer[switchboard.Catalog]
+	// collisions is the set of shadowed tools last logged ("tool\x00server"
+	// -> owner), under mu: a collision is logged when it appears, not at
+	// every rebuild (each store sync rebuilds).
+	collisions map[string]string
+	closeOnce  sync.Once
+	closed     bool // set by Close, under mu: Apply starts nothing after it
 
 	// stopping counts upstreams being closed: servers a reload removed or
 	// replaced, draining their calls in flight in the background, and on
@@ -203,6 +218,7 @@ func (u *upstream) wasUsed() bool {
 func (m *Manager) rebuild() {
 	m.mu.Lock()
 	seen := map[string]string{}
+	collisions := map[string]string{}
 	var tools []switchboard.Tool
 	for _, u := range m.rankedLocked() {
 		u.mu.Lock()
@@ -224,7 +240,11 @@ func (m *Manager) rebuild() {
 			tool, owner := catalogEntry(seen, u.spec.Name, u.spec.ToolPrefix, t)
 			if owner != "" {
 				shadowed = append(shadowed, tool.Name)
-				m.log.Warn("tool name collision: first configured server wins (built-in servers rank last)", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
+				key := tool.Name + "\x00" + u.spec.Name
+				collisions[key] = owner
+				if m.collisions[key] != owner {
+					m.log.Warn("tool name collision: first configured server wins (built-in servers rank last)", "tool", tool.Name, "owner", owner, "shadowed", u.spec.Name)
+				}
 				continue
 			}
 			tools = append(tools, tool)
@@ -232,6 +252,7 @@ func (m *Manager) rebuild() {
 		u.shadowed = shadowed
 		u.mu.Unlock()
 	}
+	m.collisions = collisions
 	prev := m.catalog.Load()
 	if sameTools(prev.Tools, tools) {
 		m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -31,22 +32,36 @@ type remoteConn struct {
 	// notifications sent in the background after a call gave up.
 	life    context.Context
 	endLife context.CancelFunc
+	// broken is set when a reply or event passed the message limit.
+	broken atomic.Pointer[string]
+}
+
+func (c *remoteConn) brokenReason() string {
+	if p := c.broken.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // startRemote connects to a remote upstream. ctx is the connection's
 // lifetime (the SSE stream lives on it); connectCtx bounds the connect
 // itself, so a server that accepts and never answers cannot hold it.
-func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, limit int64, hop string, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+	life, endLife := context.WithCancel(context.Background())
+	c := &remoteConn{doneCh: make(chan struct{}), life: life, endLife: endLife}
 	// One client per upstream: its connections are not shared with other
 	// upstreams, and no client header ever reaches it: only spec.Headers.
-	httpc := &http.Client{Transport: traceTransport{base: &http.Transport{
+	// Every body is read through the message limit.
+	c.httpc = &http.Client{Transport: limitTransport{hop: hop, limit: limit, onExceed: func(err error) {
+		msg := err.Error()
+		c.broken.Store(&msg)
+	}, base: traceTransport{base: &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
-	}}}
-	life, endLife := context.WithCancel(context.Background())
-	c := &remoteConn{doneCh: make(chan struct{}), httpc: httpc, life: life, endLife: endLife}
+	}}}}
+	httpc := c.httpc
 	var err error
 	switch spec.Transport {
 	case switchboard.TransportSSE:
@@ -137,6 +152,12 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 		}
 	}()
 	resp, err := c.tr.SendRequest(sctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
+	if err != nil && c.brokenReason() != "" {
+		// A reply (or an event on the stream) passed the message limit:
+		// reset the connection so status says why and callers are told.
+		c.markDone()
+		return nil, errConnLost
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// HTTP transports do not tell the server; we do, in the
@@ -222,4 +243,71 @@ func (c *remoteConn) setProtocolVersion(v string) {
 	if pv, ok := c.tr.(interface{ SetProtocolVersion(string) }); ok {
 		pv.SetProtocolVersion(v)
 	}
+}
+
+// limitTransport reads every response body through a per-message limit:
+// bytes since the last blank line (an SSE event boundary; a JSON body has
+// none, so it counts whole). Passing the limit fails the read with a
+// *tooLargeError, reported once through onExceed.
+type limitTransport struct {
+	hop      string // our hop id, sent on every request when set
+	limit    int64
+	onExceed func(error)
+	base     http.RoundTripper
+}
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.hop != "" {
+		r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
+		r.Header.Add(switchboard.HopHeader, t.hop)
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, onExceed: t.onExceed}
+	return resp, nil
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// wrapped transport.
+func (t limitTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	limit    int64
+	onExceed func(error)
+	n        int64 // bytes of the current message
+	nl       bool  // the last byte that was not '\r' was '\n'
+	err      error
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	for i, c := range p[:n] {
+		switch {
+		case c == '\n' && b.nl:
+			b.n = 0 // blank line: the event ended
+		case c == '\r':
+			continue
+		default:
+			b.n++
+		}
+		b.nl = c == '\n'
+		if b.n > b.limit {
+			b.err = &tooLargeError{b.limit}
+			if b.onExceed != nil {
+				b.onExceed(b.err)
+			}
+			return i, b.err
+		}
+	}
+	return n, err
 }

@@ -661,3 +661,23 @@ exit 1
 		}
 	})
 }
+
+// TestCollisionLoggedOnce: a collision is logged when it appears, not at
+// every re-apply (each store sync re-applies the same servers).
+func TestCollisionLoggedOnce(t *testing.T) {
+	h := newHarness(t, testOptions())
+	a, b := stdioSpec("a"), stdioSpec("b")
+	h.apply(a, b)
+	h.tools()
+	count := func() int { return strings.Count(h.logs.String(), "tool name collision") }
+	first := count()
+	if first == 0 {
+		t.Fatal("the collision was never logged")
+	}
+	for range 3 {
+		h.apply(a, b)
+	}
+	if got := count(); got != first {
+		t.Errorf("collision lines grew from %d to %d on unchanged re-applies", first, got)
+	}
+}

@@ -258,7 +258,7 @@ func (u *upstream) connect() (conn, error) {
 	var c conn
 	switch u.spec.Transport {
 	case switchboard.TransportStdio:
-		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.onNote, u.log)
+		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.m.opts.MaxMessageBytes, u.onNote, u.log)
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +276,7 @@ func (u *upstream) connect() (conn, error) {
 		u.mu.Unlock()
 		c = sc
 	default:
-		rc, err := startRemote(u.ctx, ctx, u.spec, u.onNote, u.log)
+		rc, err := startRemote(u.ctx, ctx, u.spec, u.m.opts.MaxMessageBytes, u.m.opts.HopID, u.onNote, u.log)
 		if err != nil {
 			// A *url.Error carries the whole URL, whose path or query may
 			// hold an interpolated secret: keep only the cause.
@@ -330,7 +330,7 @@ func (u *upstream) openStream(ctx context.Context) (*streamConn, error) {
 	if st == nil {
 		return nil, switchboard.Errorf(switchboard.ErrInternal, "server %q: no stream was opened", u.spec.Name)
 	}
-	return newStreamConn(st, u.m.opts.StopTimeout, u.onNote, u.log), nil
+	return newStreamConn(st, u.m.opts.StopTimeout, u.m.opts.MaxMessageBytes, u.onNote, u.log), nil
 }
 
 func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
@@ -423,10 +423,17 @@ func (u *upstream) lostLocked() {
 	u.conn = nil
 	u.setStateLocked(switchboard.StateFailed)
 	msg := "connection lost; it is re-established on next use"
-	if sc, ok := c.(*stdioConn); ok {
+	broken := ""
+	if b, ok := c.(interface{ brokenReason() string }); ok {
+		broken = b.brokenReason()
+	}
+	if sc, ok := c.(*stdioConn); ok && broken == "" {
 		if st := sc.exitStatus(); st != "" {
 			msg = "process " + st + "; it is restarted on next use"
 		}
+	}
+	if broken != "" {
+		msg = broken + "; the connection was reset and is re-established on next use"
 	}
 	u.lastErr = msg
 	// Reap the child / release the transport without holding the lock.
@@ -437,6 +444,9 @@ func (u *upstream) lostLocked() {
 	if u.spec.Transport == switchboard.TransportSSE && !u.closed && !u.reconnecting {
 		u.reconnecting = true
 		u.lastErr = strings.TrimSuffix(sseLost, ": ")
+		if broken != "" {
+			u.lastErr = sseLost + broken
+		}
 		u.wg.Go(u.reconnectLoop)
 	}
 }

@@ -360,7 +360,8 @@ func TestErrorCodes(t *testing.T) {
 		{name: "wrong jsonrpc version", body: `{"jsonrpc":"1.0","id":7,"method":"tools/list"}`, status: 400, code: -32600},
 		{name: "oversized body", body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + big + `"}}}`, status: 413, code: -32600},
 		{name: "unknown method", body: `{"jsonrpc":"2.0","id":9,"method":"no/such"}`, status: 200, code: -32601},
-		{name: "missing session", body: `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`, status: 400, code: -32600, noSessID: true},
+		{name: "no session: a plain JSON-RPC POST is answered statelessly", body: `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`, status: 200, code: 0, noSessID: true},
+		{name: "no session: a method that needs one", body: `{"jsonrpc":"2.0","id":11,"method":"resources/list"}`, status: 200, code: -32601, noSessID: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -754,7 +755,7 @@ func TestMetrics(t *testing.T) {
 // /healthz and /readyz answer 200, and a session idle past
 // MCP_SERVER_SESSION_IDLE_TIMEOUT is ended (later requests on it: 404).
 func TestStatusAndIdleSessions(t *testing.T) {
-	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SESSION_IDLE_TIMEOUT": "500ms"})
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SESSION_IDLE_TIMEOUT": "3s"})
 	c := newRaw(t, g.url+"/mcp")
 	c.initialize()
 	c.toolText("echo", map[string]any{"text": "x"})

@@ -342,10 +342,13 @@ func TestHostileInput(t *testing.T) {
 		{name: "no Content-Type on ping (taken as JSON, like every method)", header: http.Header{"Content-Type": {}}, body: ping, status: 200, result: true},
 
 		// Sessions.
-		{name: "no session on tools/list", noSession: true, body: list, status: 400, code: -32600},
-		{name: "no session on tools/call", noSession: true, body: call(`{"name":"echo","arguments":{"text":"x"}}`), status: 400, code: -32600},
+		// No session: a plain JSON-RPC POST, served statelessly.
+		{name: "no session on tools/list", noSession: true, body: list, status: 200, result: true},
+		{name: "no session on tools/call", noSession: true, body: call(`{"name":"echo","arguments":{"text":"x"}}`), status: 200, result: true},
+		{name: "no session on resources/list", noSession: true, body: `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, status: 200, code: -32601},
+		{name: "no session, unsupported protocol version", noSession: true, header: http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}, body: list, status: 400, code: -32600},
 		{name: "foreign session", session: foreign, body: list, status: 404, code: -32600},
-		{name: "no session on ping", noSession: true, body: ping, status: 400, code: -32600},
+		{name: "no session on ping", noSession: true, body: ping, status: 200, result: true},
 		{name: "foreign session on ping", session: foreign, body: ping, status: 404, code: -32600},
 		{name: "terminated session", session: dead.session, body: list, status: 404, code: -32600},
 		{name: "terminated session on ping", session: dead.session, body: ping, status: 404, code: -32600},
@@ -1136,4 +1139,45 @@ func hostileAPIOpen(t *testing.T, secret string) {
 	}
 	apiMust(t, base, tok.Token, "GET", "/api/v1/projects/locked/servers", "", 200, nil)
 	checkGatewayLog(t, g.logs.String(), secret)
+}
+
+// TestHostileSelfUpstream: a gateway given its own endpoint as an upstream
+// refuses the request that comes back to it at once (508, a hop header it
+// sent itself) instead of waiting on itself for the connect timeout; the
+// server shows as failed with a message naming the loop, and the
+// gateway's other tools keep working.
+func TestHostileSelfUpstream(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_CONNECT_TIMEOUT": "10m"})
+	apiMust(t, g.url, "", "POST", "/api/v1/projects/default/servers", `{"name":"self","config":{"url":"`+g.url+`/mcp"}}`, 201, nil)
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	names, _ := toolObjects(t, c.call("tools/list", nil))
+	if !strings.Contains(strings.Join(names, ","), "echo") {
+		t.Fatalf("tools/list lost the other server's tools: %v", names)
+	}
+	var servers struct {
+		Servers []struct {
+			Name   string `json:"name"`
+			Status *struct {
+				State     string `json:"state"`
+				LastError string `json:"lastError"`
+			} `json:"status"`
+		} `json:"servers"`
+	}
+	apiMust(t, g.url, "", "GET", "/api/v1/projects/default/servers", "", 200, &servers)
+	found := false
+	for _, s := range servers.Servers {
+		if s.Name == "self" {
+			found = true
+			if s.Status == nil || s.Status.State == "ready" || !strings.Contains(s.Status.LastError, "loop") {
+				t.Errorf("self upstream status = %+v, want a failure naming the loop", s.Status)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("self upstream not listed")
+	}
+	if got := c.toolText("echo", map[string]any{"text": "still here"}); got != "still here" {
+		t.Errorf("echo = %q", got)
+	}
 }

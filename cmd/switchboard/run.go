@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return serveDemo(ctx, os.Stdin, stdout)
 		case "healthcheck":
 			return healthcheck(ctx, getenv)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload":
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "hosted":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
@@ -90,6 +92,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stopTracing() // last: after closeAll, so no span is lost
 
 	specs, err := loadSpecs(cfg, getenv)
+	if err != nil {
+		return err
+	}
+	fileHosted, err := loadHosted(cfg)
 	if err != nil {
 		return err
 	}
@@ -130,27 +136,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
+	// A fresh hop id per process: a request that comes back carrying it
+	// was sent by this gateway to itself (an upstream pointing at /mcp).
+	var hopBytes [8]byte
+	_, _ = rand.Read(hopBytes[:])
+	hop := hex.EncodeToString(hopBytes[:])
 	met := metrics.New()
 	observers = append(observers, met)
-	hub := projects.New(projects.Options{
+	var hub *projects.Hub
+	hr := newHosted(ctx, cfg, log, st, func() *projects.Hub { return hub })
+	met.Hosted(hr.svc.All)
+	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState, OnRemoved: met.Forget,
+		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-			ListDebounce: cfg.ListDebounce,
+			ListDebounce: cfg.ListDebounce, MaxMessageBytes: cfg.MaxMessageBytes, HopID: hop,
 		},
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(),
+			Observer: observers, Metrics: met.Handler(), HopID: hop,
 		},
 	})
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, hr, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
+	startHosted(ctx, log, hr, fileHosted)
 	// One reload at a time, whether SIGHUP or POST /api/v1/reload asked.
 	var reloadMu sync.Mutex
 	reloadFile := func(ctx context.Context) (int, error) {
@@ -164,11 +180,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := hub.SetFile(ctx, next); err != nil {
 			log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
 		}
+		if regs, err := loadHosted(cfg); err != nil {
+			log.Error("hosted servers of the servers file not reloaded", "err", err)
+		} else if err := hr.svc.SetFile(ctx, "default", regs); err != nil {
+			log.Error("hosted servers of the servers file", "err", err)
+		}
 		log.Info("reloaded servers file", "servers", len(next))
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}
@@ -177,7 +198,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, calls, st)
+		closeAll(log, cfg, hub, hr, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	// The console calls the API and the MCP endpoints through the very
@@ -197,7 +218,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, calls, st)
+			closeAll(log, cfg, hub, hr, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -225,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, calls, st)
+	closeAll(log, cfg, hub, hr, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -233,7 +254,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -242,6 +263,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, calls *cal
 		}
 	}
 	step("projects", hub.Close)
+	step("hosted servers", hr.Close)
 	if calls != nil {
 		step("call log", calls.Close)
 	}
@@ -382,6 +404,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard tokens ls | create NAME | revoke ID
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
+  switchboard hosted ls | add NAME --image IMAGE [...] | show NAME | restart NAME | logs NAME | rm NAME
+                                      MCP servers the gateway runs in Docker containers
 Every command takes --url (env SWITCHBOARD_URL, default http://127.0.0.1:8080; --gateway in
 servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token (env
 SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.

@@ -76,6 +76,8 @@ type Options struct {
 	// Reload re-reads the servers file as SIGHUP does and reports how
 	// many servers it now configures; nil when there is none to reload.
 	Reload func(ctx context.Context) (servers int, err error)
+	// Hosted serves the hosted-server routes; nil answers them 503.
+	Hosted Hosted
 }
 
 // API serves /api/v1/.
@@ -139,7 +141,7 @@ func New(opts Options) *API {
 
 func (a *API) routes() []route {
 	const p = "/api/v1/projects/{project}"
-	return []route{
+	return append([]route{
 		{method: "GET", path: "/api/v1/openapi.json", public: true, fn: a.openAPI},
 		{method: "POST", path: "/api/v1/reload", fn: a.reload},
 		{method: "GET", path: "/api/v1/projects", fn: a.listProjects},
@@ -163,7 +165,7 @@ func (a *API) routes() []route {
 		{method: "GET", path: p + "/tools", fn: a.listTools},
 		{method: "GET", path: p + "/status", fn: a.status},
 		{method: "GET", path: p + "/tool-calls", fn: a.listToolCalls},
-	}
+	}, a.hostedRoutes()...)
 }
 
 // methods dispatches one path by method: 405 with Allow and the JSON

@@ -45,6 +45,21 @@ var documentedRoutes = []struct{ Method, Path string }{
 
 	{"POST", "/api/v1/reload"},
 	{"GET", "/api/v1/openapi.json"},
+
+	{"GET", "/api/v1/mcp/servers"},
+	{"POST", "/api/v1/mcp/servers"},
+	{"GET", "/api/v1/mcp/servers/{id}"},
+	{"DELETE", "/api/v1/mcp/servers/{id}"},
+	{"POST", "/api/v1/mcp/servers/{id}/restart"},
+	{"GET", "/api/v1/mcp/servers/{id}/logs"},
+	{"POST", "/api/v1/mcp/servers/{id}/call"},
+	{"GET", "/api/v1/projects/{project}/mcp/servers"},
+	{"POST", "/api/v1/projects/{project}/mcp/servers"},
+	{"GET", "/api/v1/projects/{project}/mcp/servers/{id}"},
+	{"DELETE", "/api/v1/projects/{project}/mcp/servers/{id}"},
+	{"POST", "/api/v1/projects/{project}/mcp/servers/{id}/restart"},
+	{"GET", "/api/v1/projects/{project}/mcp/servers/{id}/logs"},
+	{"POST", "/api/v1/projects/{project}/mcp/servers/{id}/call"},
 }
 
 // publicRoutes are the routes that need no token (security: [] in the
@@ -392,7 +407,7 @@ func TestOpenAPIErrorResponses(t *testing.T) {
 	}
 	enum, _ := resolve(doc, "#/components/schemas/Error/properties/error/properties/code/enum")
 	got, _ := json.Marshal(enum)
-	want := `["invalid","unauthorized","forbidden","not_found","method_not_allowed","conflict","too_large","unsupported_media_type","internal","unavailable","timeout"]`
+	want := `["invalid","unauthorized","forbidden","not_found","method_not_allowed","conflict","too_large","unsupported_media_type","internal","upstream_error","unavailable","timeout"]`
 	if string(got) != want {
 		t.Errorf("Error code enum = %s, want %s", got, want)
 	}

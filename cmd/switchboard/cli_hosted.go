@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// hostedCommands manage the project's hosted servers (containers the
+// gateway runs) over /api/v1/projects/{p}/mcp/servers.
+var hostedCommands = []cliCommand{
+	{"hosted ls", "", "List the project's hosted servers with status, image and restarts.", (*cli).hostedLs},
+	{"hosted add", "NAME --image IMAGE [--command CMD] [--arg A]... [--env K=V]... [--volume /PATH]... [--cpu N] [--memory SIZE]\n" +
+		"      [--disk SIZE] [--network none|bridge|NAME] [--restart always|on-failure|never] [--call-timeout D] [--writable-root] | --config JSON",
+		"Run an MCP server image in a container (admin when an admin token is set). The image must be on the gateway's\n" +
+			"Docker engine already. Write ${NAME} (in single quotes) in --env values to take the project's secret NAME.", (*cli).hostedAdd},
+	{"hosted show", "NAME|ID", "Show a hosted server's full status, with CPU and memory usage.", (*cli).hostedShow},
+	{"hosted restart", "NAME|ID", "Replace a hosted server's container (SIGTERM, then a new one) and reset its crash counters.", (*cli).hostedRestart},
+	{"hosted logs", "NAME|ID [--tail N]", "Print the tail of a hosted server's container log (secrets redacted).", (*cli).hostedLogs},
+	{"hosted rm", "NAME|ID [--keep-volumes]", "Stop and delete a hosted server and, unless --keep-volumes, its volumes.", (*cli).hostedRm},
+}
+
+func init() { cliCommands = append(cliCommands, hostedCommands...) }
+
+func (c *cli) hostedLs(cmd cliCommand, args []string) error {
+	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		Servers []switchboard.HostedStatus `json:"servers"`
+	}
+	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers"), nil, &out)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	rows := make([][]string, 0, len(out.Servers))
+	for _, s := range out.Servers {
+		problem := s.Warning
+		if problem == "" {
+			problem = s.LastError
+		}
+		rows = append(rows, []string{s.Name, s.Status, s.Image, strconv.Itoa(s.RestartCount), uptime(s.UptimeSeconds), firstLine(problem)})
+	}
+	return c.table([]string{"NAME", "STATUS", "IMAGE", "RESTARTS", "UPTIME", "PROBLEM"}, rows)
+}
+
+func uptime(sec float64) string {
+	if sec <= 0 {
+		return ""
+	}
+	return (time.Duration(sec) * time.Second).String()
+}
+
+func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
+	fs := c.flags(cmd.name)
+	var reg switchboard.HostedRegistration
+	var env kvList
+	var hargs, vols strList
+	var cpu float64
+	var writable bool
+	fs.StringVar(&reg.Image, "image", "", "the `IMAGE` to run (present on the engine)")
+	fs.StringVar(&reg.Command, "command", "", "replace the image's entrypoint with `CMD`")
+	fs.Var(&hargs, "arg", "an argument replacing the image's CMD (repeat)")
+	fs.Var(&env, "env", "an environment variable `K=V` (repeat); ${NAME} takes a project secret")
+	fs.Var(&vols, "volume", "a container `PATH` on a persistent named volume (repeat)")
+	fs.Float64Var(&cpu, "cpu", 0, "CPU cores (default 0.5)")
+	fs.StringVar(&reg.Limits.Memory, "memory", "", "memory limit `SIZE` such as 256m (default 512m)")
+	fs.StringVar(&reg.Limits.Disk, "disk", "", "disk limit `SIZE` (default 1g; enforced only where the engine can)")
+	fs.StringVar(&reg.Network, "network", "", "none (default), bridge or a Docker network `NAME`")
+	fs.StringVar(&reg.RestartPolicy, "restart", "", "restart policy: always, on-failure (default) or never")
+	fs.StringVar(&reg.CallTimeout, "call-timeout", "", "per-call timeout `D` such as 45s (default 30s)")
+	fs.StringVar(&reg.ToolPrefix, "tool-prefix", "", "prefix for this server's tool names")
+	fs.BoolVar(&writable, "writable-root", false, "mount the image read-write (default read-only with a /tmp tmpfs)")
+	config := fs.String("config", "", "the whole registration as `JSON` (as POST /api/v1/mcp/servers takes it)")
+	pos, err := c.parse(fs, cmd, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *config != "" {
+		set := false
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "config", "gateway", "url", "project", "p", "token", "json", "timeout":
+			default:
+				set = true
+			}
+		})
+		if set {
+			return &usageError{cmd: cmd.name, msg: "--config holds the whole registration; give no other server flags with it"}
+		}
+		if err := json.Unmarshal([]byte(*config), &reg); err != nil {
+			return &usageError{cmd: cmd.name, msg: "--config is not a JSON object: " + err.Error()}
+		}
+	} else {
+		if reg.Image == "" {
+			return &usageError{cmd: cmd.name, msg: "--image is required"}
+		}
+		reg.Args, reg.Volumes, reg.Limits.CPU = hargs, vols, cpu
+		if len(env.m) > 0 {
+			reg.Environment = env.m
+		}
+		if writable {
+			reg.ReadOnlyRoot = new(false)
+		}
+	}
+	reg.Name = pos[0]
+	var st switchboard.HostedStatus
+	raw, err := c.api(http.MethodPost, c.projectPath("mcp", "servers"), reg, &st)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprintf(c.stdout, "hosted server %s (%s) registered in project %s: %s\n", st.Name, st.ID, c.project, st.Status)
+	return nil
+}
+
+func (c *cli) hostedShow(cmd cliCommand, args []string) error {
+	pos, err := c.parse(c.flags(cmd.name), cmd, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers", pos[0]), nil, nil)
+	if err != nil {
+		return err
+	}
+	return c.printJSON(raw)
+}
+
+func (c *cli) hostedRestart(cmd cliCommand, args []string) error {
+	pos, err := c.parse(c.flags(cmd.name), cmd, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var st switchboard.HostedStatus
+	raw, err := c.api(http.MethodPost, c.projectPath("mcp", "servers", pos[0], "restart"), nil, &st)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprintf(c.stdout, "hosted server %s restarting: %s\n", st.Name, st.Status)
+	return nil
+}
+
+func (c *cli) hostedLogs(cmd cliCommand, args []string) error {
+	fs := c.flags(cmd.name)
+	tail := fs.Int("tail", 200, "number of log lines")
+	pos, err := c.parse(fs, cmd, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Logs string `json:"logs"`
+	}
+	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers", pos[0], "logs")+"?tail="+strconv.Itoa(*tail), nil, &out)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprint(c.stdout, out.Logs)
+	if out.Logs != "" && !strings.HasSuffix(out.Logs, "\n") {
+		fmt.Fprintln(c.stdout)
+	}
+	return nil
+}
+
+func (c *cli) hostedRm(cmd cliCommand, args []string) error {
+	fs := c.flags(cmd.name)
+	keep := fs.Bool("keep-volumes", false, "keep the server's named volumes")
+	pos, err := c.parse(fs, cmd, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	path := c.projectPath("mcp", "servers", pos[0])
+	if *keep {
+		path += "?keep_volumes=true"
+	}
+	raw, err := c.api(http.MethodDelete, path, nil, nil)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	fmt.Fprintf(c.stdout, "removed hosted server %s from project %s\n", pos[0], c.project)
+	return nil
+}

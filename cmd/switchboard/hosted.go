@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/projects"
+)
+
+// hostedRuntime is the hosted-server service and the engine client it
+// uses, closed together after the hub.
+type hostedRuntime struct {
+	svc *hosted.Service
+	eng *engine.Engine
+}
+
+// Close stops every hosted container (SIGTERM, then SIGKILL) and closes
+// the engine client.
+func (h *hostedRuntime) Close(ctx context.Context) error {
+	err := h.svc.Close(ctx)
+	if h.eng != nil {
+		err = errors.Join(err, h.eng.Close())
+	}
+	return err
+}
+
+// instanceName names this gateway on the Docker engine: MCP_SERVER_INSTANCE,
+// or a hash of the store it uses (the data dir's absolute path, or the
+// database's host and name), so a restart finds its own containers and
+// gateways with different stores never touch each other's.
+func instanceName(cfg config.Config) string {
+	if cfg.Hosted.Instance != "" {
+		return cfg.Hosted.Instance
+	}
+	key := "db:" + cfg.StoreDescription()
+	if cfg.DatabaseURL == "" {
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			dir = cfg.DataDir
+		}
+		key = "dir:" + dir
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sb-" + hex.EncodeToString(sum[:6])
+}
+
+// newHosted makes the engine client (no I/O) and the hosted-server
+// service. An engine that does not answer is a warning: the gateway
+// serves everything else and each hosted server reports why it waits.
+// hub is read when the service first needs it, after it is built.
+func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, hub func() *projects.Hub) *hostedRuntime {
+	mgr := func(p string) (hosted.Upstreams, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return hub().Manager(ctx, p)
+	}
+	opts := hosted.Options{
+		Store:     st,
+		Upstreams: mgr,
+		Secrets:   func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
+		NameTaken: func(ctx context.Context, p, name string) bool { return hub().NameTaken(ctx, p, name) },
+		Changed:   func(ctx context.Context, p string) { hub().HostedChanged(ctx, p) },
+		Timing: hosted.Timing{
+			RestartDelay: cfg.Hosted.RestartDelay, CrashWindow: cfg.Hosted.CrashWindow, CrashLimit: cfg.Hosted.CrashLimit,
+			Backoff: cfg.Hosted.Backoff, StopTimeout: cfg.Hosted.StopTimeout, ShutdownTimeout: cfg.Hosted.ShutdownTimeout,
+			Heartbeat: cfg.Hosted.Heartbeat, PingTimeout: cfg.Hosted.PingTimeout, ConnectTimeout: cfg.ConnectTimeout,
+		},
+		Logger: log,
+	}
+	var eng *engine.Engine
+	if !cfg.Hosted.Enabled {
+		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
+	} else {
+		var err error
+		eng, err = engine.New(engine.Options{Host: cfg.Hosted.DockerHost, Instance: instanceName(cfg), Logger: log})
+		if err != nil {
+			opts.EngineErr = err
+			log.Warn("hosted servers unavailable: no Docker engine client", "err", err)
+		} else {
+			opts.Engine = eng
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			if err := eng.Ping(pctx); err != nil {
+				log.Warn("Docker engine not reachable; hosted servers wait for it and report why in their status", "err", err)
+			}
+			cancel()
+		}
+	}
+	return &hostedRuntime{svc: hosted.New(opts), eng: eng}
+}
+
+// loadHosted reads and checks the servers file's "hosted" entries.
+func loadHosted(cfg config.Config) ([]switchboard.HostedRegistration, error) {
+	if cfg.ServersFile == "" {
+		return nil, nil
+	}
+	regs, err := config.ReadHosted(cfg.ServersFile)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, r := range regs {
+		if _, err := hosted.Validate(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", cfg.ServersFile, errors.Join(errs...))
+	}
+	return regs, nil
+}
+
+// startHosted starts the registered hosted servers and those of the
+// servers file, in the background of a serving gateway: nothing here
+// waits for a container.
+func startHosted(ctx context.Context, log *slog.Logger, hr *hostedRuntime, file []switchboard.HostedRegistration) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := hr.svc.Start(ctx); err != nil {
+		log.Error("hosted servers not started", "err", err)
+		return
+	}
+	if err := hr.svc.SetFile(ctx, "default", file); err != nil {
+		log.Error("hosted servers of the servers file", "err", err)
+	}
+}

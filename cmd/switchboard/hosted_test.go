@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+)
+
+const mcpFixturePkg = "github.com/switchboard-mcp/switchboard/internal/mcptest/mcpfixture"
+
+// TestHostedEndToEnd runs the gateway (run, as main does) with one hosted
+// server from the servers file and one registered through the admin API,
+// and has the official go-sdk client list and call their tools through
+// /mcp. Stopping the gateway removes both containers.
+func TestHostedEndToEnd(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, mcpFixturePkg)
+	g := startGateway(t, [][2]any{
+		{"up", stdioServer("up")},
+		{"filefx", map[string]any{"hosted": map[string]any{"image": image, "tool_prefix": "file_"}}},
+	}, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	admin.must(200, "PUT", "/api/v1/projects/default/secrets/FX_TOKEN", map[string]string{"value": "tok-e2e-9876"}, nil)
+
+	// Bad registrations: 4xx naming the problem, nothing stored.
+	if msg := admin.fails(400, "invalid", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": image, "imgae": "y"}); !strings.Contains(msg, "imgae") {
+		t.Errorf("unknown field message: %s", msg)
+	}
+	if msg := admin.fails(400, "invalid", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": "switchboard-test/absent:1"}); !strings.Contains(msg, "not present") {
+		t.Errorf("missing image message: %s", msg)
+	}
+	admin.fails(400, "invalid", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": image, "resource_limits": map[string]any{"cpu": -1}})
+	admin.fails(409, "conflict", "POST", "/api/v1/mcp/servers", map[string]any{"name": "up", "image": image})
+	// Hosting a container is the admin's.
+	admin.as("").fails(401, "unauthorized", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": image})
+
+	var created switchboard.HostedStatus
+	admin.must(201, "POST", "/api/v1/mcp/servers", map[string]any{
+		"name": "apifx", "image": image, "tool_prefix": "api_",
+		"environment": map[string]string{"FX_TOKEN": "${FX_TOKEN}"},
+	}, &created)
+	if created.ID == "" || created.Config.Environment[0] != "FX_TOKEN" {
+		t.Errorf("created = %+v", created)
+	}
+	for _, name := range []string{"apifx", "filefx"} {
+		eventually(t, 60*time.Second, func() (bool, string) {
+			var st switchboard.HostedStatus
+			admin.must(200, "GET", "/api/v1/mcp/servers/"+name, nil, &st)
+			return st.Status == switchboard.HostedRunning, st.Status + " " + st.LastError
+		})
+	}
+	var list struct {
+		Servers []switchboard.HostedStatus `json:"servers"`
+	}
+	raw := admin.must(200, "GET", "/api/v1/projects/default/mcp/servers", nil, &list)
+	if len(list.Servers) != 2 || strings.Contains(string(raw), "tok-e2e") {
+		t.Errorf("list = %s", raw)
+	}
+
+	cs, _, err := dialMCP(g.url+"/mcp", adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range lt.Tools {
+		names[tool.Name] = true
+	}
+	for _, want := range []string{"echo", "api_echo", "file_echo", "api_write_file"} {
+		if !names[want] {
+			t.Errorf("tools/list lacks %s", want)
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "api_echo", Arguments: map[string]any{"text": "through a container"}})
+	if err != nil || text(t, res) != "through a container" {
+		t.Fatalf("api_echo: %v", err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "api_env", Arguments: map[string]any{}})
+	if err != nil || !strings.Contains(text(t, res), "FX_TOKEN=tok-e2e-9876") {
+		t.Fatalf("api_env: %v", err)
+	}
+	// Logged like any other call.
+	calls := admin.waitCalls("default", "?server=apifx", 2)
+	if calls[0].Server != "apifx" {
+		t.Errorf("call log = %+v", calls)
+	}
+
+	// /call: any method; a JSON-RPC error keeps code, message and data.
+	var out struct {
+		Result json.RawMessage `json:"result"`
+	}
+	admin.must(200, "POST", "/api/v1/mcp/servers/apifx/call", map[string]any{"method": "tools/list", "params": map[string]any{}}, &out)
+	if !strings.Contains(string(out.Result), `"read_file"`) {
+		t.Errorf("/call tools/list = %.200s", out.Result)
+	}
+	var rpcOut struct {
+		Error struct {
+			Code    string                `json:"code"`
+			JSONRPC *switchboard.RPCError `json:"jsonrpc"`
+		} `json:"error"`
+	}
+	admin.must(400, "POST", "/api/v1/mcp/servers/apifx/call", map[string]any{"method": "tools/call", "params": map[string]any{"name": "rpc_error", "arguments": map[string]any{}}}, &rpcOut)
+	if e := rpcOut.Error; e.Code != "invalid" || e.JSONRPC == nil || e.JSONRPC.Code != -32602 || !jsonEqual(e.JSONRPC.Data, json.RawMessage(`{"field":"x"}`)) {
+		t.Errorf("/call rpc_error = %+v", rpcOut.Error)
+	}
+	var logs struct {
+		Logs string `json:"logs"`
+	}
+	admin.must(200, "GET", "/api/v1/mcp/servers/apifx/logs?tail=20", nil, &logs)
+	if !strings.Contains(logs.Logs, "serving on stdio") || strings.Contains(logs.Logs, "tok-e2e") {
+		t.Errorf("logs = %q", logs.Logs)
+	}
+
+	g.stop(t)
+	left, err := eng.List(context.Background(), map[string]string{engine.LabelKind: "mcp_server"})
+	if err != nil || len(left) != 0 {
+		t.Errorf("containers after the gateway stopped: %+v, %v", left, err)
+	}
+}
+
+// TestHostedEngineDown: with the engine unreachable the gateway starts and
+// serves its other servers; the hosted one reports why it does not run.
+func TestHostedEngineDown(t *testing.T) {
+	g := startGateway(t, [][2]any{
+		{"up", stdioServer("up")},
+		{"boxed", map[string]any{"hosted": map[string]any{"image": "switchboard-test/any:1"}}},
+	}, map[string]string{"DOCKER_HOST": "unix://" + t.TempDir() + "/no-docker.sock", "MCP_SERVER_HOSTED_RESTART_DELAY": "100ms"})
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	if got := c.toolText("echo", map[string]string{"text": "still serving"}); got != "still serving" {
+		t.Errorf("echo = %q", got)
+	}
+	admin := newAPI(t, g.url, "")
+	eventually(t, opTimeout, func() (bool, string) {
+		var st switchboard.HostedStatus
+		admin.must(200, "GET", "/api/v1/mcp/servers/boxed", nil, &st)
+		return st.Status == switchboard.HostedFailed && strings.Contains(st.LastError, "not reachable"), st.Status + ": " + st.LastError
+	})
+	admin.fails(503, "unavailable", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": "switchboard-test/any:1"})
+}

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/switchboard-mcp/switchboard"
+)
+
+func TestParseHosted(t *testing.T) {
+	file := []byte(`{"mcpServers": {
+		"plain": {"command": "x"},
+		"notes": {"hosted": {"image": "example/notes:1", "volumes": ["/data"], "environment": {"T": "${TOKEN}"}}},
+		"off": {"hosted": {"image": "x:1"}, "disabled": true}
+	}}`)
+	regs, err := ParseHosted(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []switchboard.HostedRegistration{{Name: "notes", Image: "example/notes:1", Volumes: []string{"/data"},
+		Environment: map[string]string{"T": "${TOKEN}"}, Origin: "file"}}
+	if diff := cmp.Diff(want, regs); diff != "" {
+		t.Errorf("ParseHosted (-want +got):\n%s", diff)
+	}
+	specs, err := ParseServers(file, func(string) string { return "" })
+	if err != nil || len(specs) != 1 || specs[0].Name != "plain" {
+		t.Errorf("ParseServers = %+v, %v; want only the stdio server", specs, err)
+	}
+	for name, bad := range map[string]string{
+		"unknown field": `{"mcpServers": {"n": {"hosted": {"image": "x", "imgae": "y"}}}}`,
+		"other name":    `{"mcpServers": {"n": {"hosted": {"name": "m", "image": "x"}}}}`,
+		"origin":        `{"mcpServers": {"n": {"hosted": {"image": "x", "origin": "file"}}}}`,
+	} {
+		if _, err := ParseHosted([]byte(bad)); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := ParseServers([]byte(`{"mcpServers": {"n": {"hosted": {"image": "x"}, "command": "y"}}}`), func(string) string { return "" }); err == nil {
+		t.Error("an entry with both hosted and command was accepted")
+	}
+}
+
+func TestHostedVariables(t *testing.T) {
+	env := map[string]string{"MCP_SERVER_HOSTED_BACKOFF": "1s,2s", "MCP_SERVER_HOSTED_RESTART_DELAY": "10s", "MCP_SERVER_HOSTED_CRASH_LIMIT": "0"}
+	_, err := Load(func(k string) string { return env[k] })
+	if err == nil {
+		t.Fatal("bad hosted variables accepted")
+	}
+	for _, name := range []string{"MCP_SERVER_HOSTED_RESTART_DELAY", "MCP_SERVER_HOSTED_CRASH_LIMIT"} {
+		if !contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+	cfg, err := Load(func(k string) string { return map[string]string{"MCP_SERVER_HOSTED_BACKOFF": "1s,2s"}[k] })
+	if err != nil || len(cfg.Hosted.Backoff) != 2 || !cfg.Hosted.Enabled {
+		t.Errorf("Load = %+v, %v", cfg.Hosted, err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

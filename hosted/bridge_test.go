@@ -1,0 +1,267 @@
+package hosted_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/hosted"
+)
+
+// call calls a tool of the hosted server through the manager, as the edge
+// does, and returns its first text content.
+func (e *env) call(tool string, args any) (string, error) {
+	e.t.Helper()
+	raw, _ := json.Marshal(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := e.mgr.Call(ctx, switchboard.CallRequest{Project: "default", Tool: tool, Arguments: raw})
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Content []struct{ Text string } `json:"content"`
+		IsError bool                    `json:"isError"`
+	}
+	if err := json.Unmarshal(res, &out); err != nil || len(out.Content) == 0 {
+		return "", fmt.Errorf("unexpected result %s", res)
+	}
+	if out.IsError {
+		return "", fmt.Errorf("tool error: %s", out.Content[0].Text)
+	}
+	return out.Content[0].Text, nil
+}
+
+func (e *env) mustCall(tool string, args any) string {
+	e.t.Helper()
+	out, err := e.call(tool, args)
+	if err != nil {
+		e.t.Fatalf("%s: %v", tool, err)
+	}
+	return out
+}
+
+func running(s switchboard.HostedStatus) bool { return s.Status == switchboard.HostedRunning }
+
+func TestToolsEnvAndSecretsThroughTheBridge(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.secrets["API_TOKEN"] = "s3cret-value-123"
+	svc := e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx", Environment: map[string]string{"TOKEN": "${API_TOKEN}", "PLAIN": "plain-value"}})
+	st := e.wait("fx", "running", running)
+	if st.UptimeSeconds < 0 || st.StartedAt == nil || st.ContainerID == "" || st.Runtime == "" {
+		t.Errorf("running status = %+v", st)
+	}
+	cat := e.mgr.Tools(context.Background())
+	if _, ok := cat.Lookup("echo"); !ok {
+		t.Fatalf("echo not in the catalog: %+v", cat.Tools)
+	}
+	if tool, _ := cat.Lookup("write_file"); tool.Server != "fx" {
+		t.Errorf("write_file served by %q, want fx", tool.Server)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "hello"}); got != "hello" {
+		t.Errorf("echo = %q", got)
+	}
+	envOut := e.mustCall("env", nil)
+	if !strings.Contains(envOut, "TOKEN=s3cret-value-123") || !strings.Contains(envOut, "PLAIN=plain-value") {
+		t.Errorf("container environment lacks the secret or the plain value:\n%s", envOut)
+	}
+	if strings.Contains(envOut, "MCP_SERVER_") {
+		t.Errorf("gateway variables reached the container:\n%s", envOut)
+	}
+	// A secret printed by the server is redacted in status and logs.
+	e.mustCall("stderr", map[string]string{"text": "leaking s3cret-value-123 here"})
+	got, err := svc.Get(context.Background(), "default", "fx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(mustJSON(t, got), "s3cret") || !strings.Contains(got.Stderr, "leaking [redacted] here") {
+		t.Errorf("stderr tail not redacted: %q", got.Stderr)
+	}
+	if got.Usage == nil || got.Usage.MemoryBytes <= 0 {
+		t.Errorf("usage from engine stats = %+v", got.Usage)
+	}
+	logs, err := svc.Logs(context.Background(), "default", "fx", 50)
+	if err != nil || strings.Contains(logs, "s3cret") || !strings.Contains(logs, "leaking [redacted] here") {
+		t.Errorf("logs = %q, %v", logs, err)
+	}
+
+	// The admin /call path: any method, JSON-RPC errors kept.
+	res, err := svc.Call(context.Background(), "default", "fx", "tools/list", json.RawMessage(`{}`))
+	if err != nil || !strings.Contains(string(res), `"write_file"`) {
+		t.Errorf("Call tools/list = %.200s, %v", res, err)
+	}
+	_, err = svc.Call(context.Background(), "default", "fx", "tools/call", json.RawMessage(`{"name":"rpc_error","arguments":{}}`))
+	var rpcErr *switchboard.RPCError
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 || rpcErr.Message != "bad argument x" || string(rpcErr.Data) != `{"field":"x"}` {
+		t.Errorf("Call rpc_error: %v (%+v)", err, rpcErr)
+	}
+}
+
+// TestSerializedCalls: concurrent calls reach the server one at a time
+// (it never sees two at once) and in the order they were answered.
+func TestSerializedCalls(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx"})
+	e.wait("fx", "running", running)
+	const n = 12
+	var mu sync.Mutex
+	var finished []int
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			out, err := e.call("seq", map[string]int{"i": i, "ms": 15})
+			if err != nil {
+				t.Errorf("seq %d: %v", i, err)
+				return
+			}
+			if out == "interleaved" {
+				t.Errorf("seq %d ran while another call was in the server", i)
+			}
+			mu.Lock()
+			finished = append(finished, i)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	order := e.mustCall("order", nil)
+	var want []string
+	for _, i := range finished {
+		want = append(want, strconv.Itoa(i))
+	}
+	if order != strings.Join(want, ",") {
+		t.Errorf("server saw %s, callers finished %s: not one at a time in order", order, strings.Join(want, ","))
+	}
+}
+
+func TestTimeoutDoesNotRestart(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	svc := e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx", CallTimeout: "400ms"})
+	before := e.wait("fx", "running", running)
+	_, err := e.call("slow", map[string]int{"ms": 3000})
+	// The edge answers ErrTimeout with -32603 and this message.
+	if msg := switchboard.Message(err); !errors.Is(err, switchboard.ErrTimeout) || !strings.Contains(msg, `"fx"`) || !strings.Contains(msg, "400ms") {
+		t.Fatalf("slow call: %v, want a timeout naming the server and the timeout", err)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "after"}); got != "after" {
+		t.Errorf("echo after timeout = %q", got)
+	}
+	after, _ := svc.Get(context.Background(), "default", "fx")
+	if after.ContainerID != before.ContainerID || after.RestartCount != 0 || after.Status != switchboard.HostedRunning {
+		t.Errorf("after a timeout: %+v, want the same container running, no restart", after)
+	}
+}
+
+func TestCrashRestartKeepsVolumeData(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	svc := e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx", Volumes: []string{"/data"}, Limits: switchboard.HostedLimits{Memory: "48m"}})
+	e.wait("fx", "running", running)
+	e.mustCall("write_file", map[string]string{"path": "/data/note", "text": "kept across crashes"})
+	if _, err := e.call("write_file", map[string]string{"path": "/root-is-read-only", "text": "x"}); err == nil {
+		t.Error("writing to the read-only root succeeded")
+	}
+	e.mustCall("stderr", map[string]string{"text": "last words"})
+	crashAt := time.Now()
+	if _, err := e.call("exit", map[string]int{"code": 7}); err == nil {
+		t.Error("exit returned a result")
+	}
+	st := e.wait("fx", "running again", func(s switchboard.HostedStatus) bool { return running(s) && s.CrashCount == 1 })
+	if st.RestartCount != 1 || st.LastCrash == nil || st.LastCrash.ExitCode != 7 || !strings.Contains(st.LastCrash.Stderr, "last words") {
+		t.Errorf("after a crash: %+v", st)
+	}
+	if st.LastCrash != nil && st.StartedAt != nil && st.StartedAt.Sub(crashAt) > 5*time.Second {
+		t.Errorf("restarted %s after the crash, want within 5s", st.StartedAt.Sub(crashAt))
+	}
+	if got := e.mustCall("read_file", map[string]string{"path": "/data/note"}); got != "kept across crashes" {
+		t.Errorf("volume after crash: %q", got)
+	}
+	// A memory hog is OOM-killed and counted as a crash.
+	if _, err := e.call("alloc", map[string]int{"mb": 200}); err == nil {
+		t.Error("allocating 200 MiB under a 48 MiB limit succeeded")
+	}
+	st = e.wait("fx", "running after OOM", func(s switchboard.HostedStatus) bool { return running(s) && s.CrashCount == 2 })
+	if st.LastCrash == nil || !st.LastCrash.OOMKilled {
+		t.Errorf("last crash after the hog = %+v, want oom_killed", st.LastCrash)
+	}
+	// A manual restart: new container, counters reset, the volume kept.
+	old := st.ContainerID
+	if _, err := svc.Restart(context.Background(), "default", "fx"); err != nil {
+		t.Fatal(err)
+	}
+	st = e.wait("fx", "running after restart", func(s switchboard.HostedStatus) bool { return running(s) && s.ContainerID != old })
+	if st.CrashCount != 0 {
+		t.Errorf("counters after a manual restart: %+v", st)
+	}
+	if got := e.mustCall("read_file", map[string]string{"path": "/data/note"}); got != "kept across crashes" {
+		t.Errorf("volume after restart: %q", got)
+	}
+}
+
+func TestUnresponsiveIsNotRestarted(t *testing.T) {
+	timing := fastTiming()
+	timing.Heartbeat, timing.PingTimeout = 100*time.Millisecond, 300*time.Millisecond
+	e := newEnv(t, nil, nil, timing)
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx"})
+	before := e.wait("fx", "running", running)
+	e.mustCall("mute", nil)
+	st := e.wait("fx", "unresponsive", func(s switchboard.HostedStatus) bool { return s.Status == switchboard.HostedUnresponsive })
+	if st.ContainerID != before.ContainerID || st.RestartCount != 0 || !strings.Contains(st.Warning, "ping") {
+		t.Errorf("unresponsive status = %+v, want the same container, a warning, no restart", st)
+	}
+	_ = hosted.PolicyAlways
+}
+
+// TestHTTPServerInContainer: stdio_bridge false reaches an HTTP MCP server
+// in the container as an ordinary streamable-HTTP upstream at the
+// container's address.
+func TestHTTPServerInContainer(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "web", StdioBridge: new(false), Port: 8000, Network: "bridge",
+		Environment: map[string]string{"MCPFIXTURE_HTTP": ":8000"}})
+	st := e.wait("web", "running", running)
+	if st.Config.StdioBridge || st.Config.Network != "bridge" {
+		t.Errorf("status = %+v", st)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "over http"}); got != "over http" {
+		t.Errorf("echo = %q", got)
+	}
+	for _, s := range e.mgr.Status() {
+		if s.Name == "web" && s.Transport != switchboard.TransportStreamableHTTP {
+			t.Errorf("upstream transport = %s, want streamable-http", s.Transport)
+		}
+	}
+}
+
+// TestRecoversAfterCrashLoop: a server that crash-loops into backoff and
+// then starts fine is running and callable again, even after clients
+// called it during the backoff.
+func TestRecoversAfterCrashLoop(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "fx", Volumes: []string{"/data"}, Environment: map[string]string{"MCPFIXTURE_CRASH_FIRST": "5"}})
+	e.wait("fx", "backoff", isStatus(switchboard.HostedBackoff))
+	for range 4 {
+		if _, err := e.call("echo", map[string]string{"text": "during backoff"}); err == nil {
+			t.Error("a call during backoff succeeded")
+		}
+	}
+	st := e.wait("fx", "running", running)
+	if st.CrashCount != 5 {
+		t.Errorf("crashes = %d, want 5", st.CrashCount)
+	}
+	if got := e.mustCall("echo", map[string]string{"text": "back"}); got != "back" {
+		t.Errorf("echo = %q", got)
+	}
+}

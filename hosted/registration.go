@@ -1,0 +1,275 @@
+package hosted
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Defaults of a hosted server's limits, as the issue fixes them.
+const (
+	DefaultCPU         = 0.5
+	DefaultMemoryBytes = 512 << 20
+	DefaultDiskBytes   = 1 << 30
+	DefaultPids        = 256
+	DefaultCallTimeout = 30 * time.Second
+)
+
+// Bounds on what a registration may ask for.
+const (
+	minMemoryBytes = 6 << 20 // the engine refuses less
+	maxVolumes     = 16
+	maxEnv         = 256
+	maxArgs        = 256
+)
+
+var (
+	validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	// imageRef is loose on purpose (the engine has the last word) but
+	// refuses whitespace and control characters, which no reference has.
+	imageRef    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+	networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	sizeRe      = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)([iI]?[bB]?)$`)
+)
+
+// Restart policies.
+const (
+	PolicyAlways    = "always"
+	PolicyOnFailure = "on-failure"
+	PolicyNever     = "never"
+)
+
+// plan is a validated registration with its defaults applied and sizes
+// parsed: everything the supervisor needs to build a container.
+type plan struct {
+	reg          switchboard.HostedRegistration
+	stdio        bool
+	readOnlyRoot bool
+	nanoCPUs     int64
+	memoryBytes  int64
+	diskBytes    int64
+	callTimeout  time.Duration
+	network      string // "" = none
+}
+
+// Validate checks a registration as a user wrote it and returns it with
+// its defaults filled in. Errors wrap switchboard.ErrInvalid and name the
+// field to fix. It does not look at the engine or the store.
+func Validate(reg switchboard.HostedRegistration) (switchboard.HostedRegistration, error) {
+	p, err := newPlan(reg)
+	if err != nil {
+		return reg, err
+	}
+	return p.reg, nil
+}
+
+func invalid(format string, args ...any) error {
+	return switchboard.Errorf(switchboard.ErrInvalid, format, args...)
+}
+
+func newPlan(reg switchboard.HostedRegistration) (plan, error) {
+	var p plan
+	if reg.Name == "" {
+		return p, invalid("name is required")
+	}
+	if !validName.MatchString(reg.Name) {
+		return p, invalid("name %q must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(reg.Name))
+	}
+	n := reg.Name
+	if reg.Image == "" {
+		return p, invalid("hosted server %q: image is required (an image present on the Docker engine, such as \"mcp/fetch:1.0\")", n)
+	}
+	if !imageRef.MatchString(reg.Image) {
+		return p, invalid("hosted server %q: image %q is not a valid image reference", n, switchboard.Clip(reg.Image))
+	}
+	if strings.ContainsAny(reg.Command, "\x00\n") {
+		return p, invalid("hosted server %q: command must be one line of text", n)
+	}
+	if len(reg.Args) > maxArgs {
+		return p, invalid("hosted server %q: at most %d args", n, maxArgs)
+	}
+	for _, a := range reg.Args {
+		if strings.ContainsRune(a, 0) {
+			return p, invalid("hosted server %q: args must not hold NUL characters", n)
+		}
+	}
+	p.stdio = reg.StdioBridge == nil || *reg.StdioBridge
+	p.reg.StdioBridge = new(p.stdio)
+	if p.stdio {
+		if reg.Port != 0 {
+			return p, invalid("hosted server %q: port is only for \"stdio_bridge\": false (an HTTP MCP server in the container)", n)
+		}
+		if reg.Path != "" {
+			return p, invalid("hosted server %q: path is only for \"stdio_bridge\": false", n)
+		}
+	} else {
+		if reg.Port < 1 || reg.Port > 65535 {
+			return p, invalid("hosted server %q: \"stdio_bridge\": false needs the container port of its HTTP MCP endpoint (1-65535) in port", n)
+		}
+		if reg.Path == "" {
+			reg.Path = "/mcp"
+		}
+		if !strings.HasPrefix(reg.Path, "/") || strings.ContainsAny(reg.Path, " \t\r\n\x00?#") {
+			return p, invalid("hosted server %q: path must be an absolute URL path such as \"/mcp\"", n)
+		}
+		if reg.Network == "" || reg.Network == "none" {
+			return p, invalid("hosted server %q: \"stdio_bridge\": false needs a network to reach the container; set \"network\": \"bridge\"", n)
+		}
+	}
+	switch reg.RestartPolicy {
+	case "":
+		reg.RestartPolicy = PolicyOnFailure
+	case PolicyAlways, PolicyOnFailure, PolicyNever:
+	default:
+		return p, invalid("hosted server %q: restart_policy %q is not one of \"always\", \"on-failure\", \"never\"", n, switchboard.Clip(reg.RestartPolicy))
+	}
+	if len(reg.Environment) > maxEnv {
+		return p, invalid("hosted server %q: at most %d environment variables", n, maxEnv)
+	}
+	for k, v := range reg.Environment {
+		if !envName.MatchString(k) {
+			return p, invalid("hosted server %q: environment variable name %q must be letters, digits and '_', not starting with a digit", n, switchboard.Clip(k))
+		}
+		if strings.ContainsRune(v, 0) {
+			return p, invalid("hosted server %q: environment variable %s must not hold NUL characters", n, k)
+		}
+	}
+	// Limits.
+	cpu := reg.Limits.CPU
+	switch {
+	case cpu == 0:
+		cpu = DefaultCPU
+	case cpu < 0.01 || cpu > 64:
+		return p, invalid("hosted server %q: resource_limits.cpu must be between 0.01 and 64 cores (default %g)", n, DefaultCPU)
+	}
+	p.nanoCPUs = int64(cpu * 1e9)
+	p.memoryBytes = DefaultMemoryBytes
+	if reg.Limits.Memory != "" {
+		b, err := ParseSize(reg.Limits.Memory)
+		if err != nil || b < minMemoryBytes {
+			return p, invalid("hosted server %q: resource_limits.memory %q must be a size of at least 6m, such as \"256m\" or \"1g\"", n, switchboard.Clip(reg.Limits.Memory))
+		}
+		p.memoryBytes = b
+	}
+	p.diskBytes = DefaultDiskBytes
+	if reg.Limits.Disk != "" {
+		b, err := ParseSize(reg.Limits.Disk)
+		if err != nil || b < 1<<20 {
+			return p, invalid("hosted server %q: resource_limits.disk %q must be a size of at least 1m, such as \"1g\"", n, switchboard.Clip(reg.Limits.Disk))
+		}
+		p.diskBytes = b
+	}
+	// Volumes: absolute container paths, unique, not the root.
+	if len(reg.Volumes) > maxVolumes {
+		return p, invalid("hosted server %q: at most %d volumes", n, maxVolumes)
+	}
+	var vols []string
+	for _, v := range reg.Volumes {
+		c := path.Clean(v)
+		if !strings.HasPrefix(v, "/") || c == "/" || strings.ContainsAny(v, ":,\x00\n") {
+			return p, invalid("hosted server %q: volume %q must be an absolute container path such as \"/data\" (not \"/\"; host paths are never mounted)", n, switchboard.Clip(v))
+		}
+		if slices.Contains(vols, c) {
+			return p, invalid("hosted server %q: volume %q is listed twice", n, c)
+		}
+		vols = append(vols, c)
+	}
+	reg.Volumes = vols
+	switch reg.Network {
+	case "", "none":
+		reg.Network = "none"
+	case "host":
+		return p, invalid("hosted server %q: network \"host\" is not allowed; use \"bridge\" or a named network", n)
+	default:
+		if !networkName.MatchString(reg.Network) {
+			return p, invalid("hosted server %q: network %q must be \"none\", \"bridge\" or a Docker network name", n, switchboard.Clip(reg.Network))
+		}
+		p.network = reg.Network
+	}
+	p.readOnlyRoot = reg.ReadOnlyRoot == nil || *reg.ReadOnlyRoot
+	reg.ReadOnlyRoot = new(p.readOnlyRoot)
+	p.callTimeout = DefaultCallTimeout
+	if reg.CallTimeout != "" {
+		d, err := time.ParseDuration(reg.CallTimeout)
+		if err != nil || d <= 0 || d > time.Hour {
+			return p, invalid("hosted server %q: call_timeout %q must be a positive duration up to 1h, such as \"45s\"", n, switchboard.Clip(reg.CallTimeout))
+		}
+		p.callTimeout = d
+	}
+	if reg.ToolPrefix != "" && !validName.MatchString(reg.ToolPrefix) {
+		return p, invalid("hosted server %q: tool_prefix %q must be letters, digits, '_', '-', '.'", n, switchboard.Clip(reg.ToolPrefix))
+	}
+	if reg.Origin != "" && reg.Origin != "file" {
+		return p, invalid("hosted server %q: origin is set by the gateway; leave it out", n)
+	}
+	reg.StdioBridge = p.reg.StdioBridge
+	p.reg = reg
+	return p, nil
+}
+
+// ParseSize reads "512m", "1g", "1.5G", "64Mi", "1048576" (bytes) into
+// bytes; units are powers of 1024, as Docker reads them.
+func ParseSize(s string) (int64, error) {
+	m := sizeRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, err
+	}
+	mul := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[strings.ToLower(m[2])]
+	v := f * mul
+	if v >= 1<<62 {
+		return 0, fmt.Errorf("size too large: %q", s)
+	}
+	return int64(v), nil
+}
+
+// secretRefs lists the `${NAME}` references of a registration's
+// environment values (defaults after ":-" make a reference optional).
+func secretRefs(env map[string]string) []string {
+	var out []string
+	for _, v := range env {
+		for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
+			if m[2] == "" && !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var secretRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
+
+// summary is the registration without secret values.
+func (p plan) summary() switchboard.HostedConfigSummary {
+	env := make([]string, 0, len(p.reg.Environment))
+	for k := range p.reg.Environment {
+		env = append(env, k)
+	}
+	slices.Sort(env)
+	return switchboard.HostedConfigSummary{
+		Command: p.reg.Command, Args: p.reg.Args, StdioBridge: p.stdio, Port: p.reg.Port,
+		RestartPolicy: p.reg.RestartPolicy, Environment: env, Volumes: p.reg.Volumes, Network: p.reg.Network,
+		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Origin: p.reg.Origin,
+	}
+}
+
+// decodeRow reads the registration stored in a row's Config.
+func decodeRow(w switchboard.Workspace) (plan, error) {
+	var reg switchboard.HostedRegistration
+	if err := json.Unmarshal(w.Config, &reg); err != nil {
+		return plan{}, switchboard.Errorf(switchboard.ErrConfig, "hosted server row %s: stored configuration is not a registration", w.ID)
+	}
+	return newPlan(reg)
+}

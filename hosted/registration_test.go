@@ -1,0 +1,78 @@
+package hosted
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+func TestValidateDefaults(t *testing.T) {
+	p, err := newPlan(switchboard.HostedRegistration{Name: "notes", Image: "example/notes:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.stdio || !p.readOnlyRoot || p.nanoCPUs != 500_000_000 || p.memoryBytes != 512<<20 || p.diskBytes != 1<<30 ||
+		p.callTimeout != DefaultCallTimeout || p.network != "" || p.reg.RestartPolicy != PolicyOnFailure || p.reg.Network != "none" {
+		t.Errorf("defaults not applied: %+v", p)
+	}
+}
+
+func TestValidateRefuses(t *testing.T) {
+	ok := switchboard.HostedRegistration{Name: "n", Image: "img:1"}
+	with := func(f func(*switchboard.HostedRegistration)) switchboard.HostedRegistration {
+		r := ok
+		f(&r)
+		return r
+	}
+	for name, reg := range map[string]switchboard.HostedRegistration{
+		"no name":        with(func(r *switchboard.HostedRegistration) { r.Name = "" }),
+		"bad name":       with(func(r *switchboard.HostedRegistration) { r.Name = "a b" }),
+		"no image":       with(func(r *switchboard.HostedRegistration) { r.Image = "" }),
+		"bad image":      with(func(r *switchboard.HostedRegistration) { r.Image = "a b" }),
+		"cpu negative":   with(func(r *switchboard.HostedRegistration) { r.Limits.CPU = -1 }),
+		"cpu huge":       with(func(r *switchboard.HostedRegistration) { r.Limits.CPU = 1000 }),
+		"memory word":    with(func(r *switchboard.HostedRegistration) { r.Limits.Memory = "lots" }),
+		"memory tiny":    with(func(r *switchboard.HostedRegistration) { r.Limits.Memory = "1k" }),
+		"disk word":      with(func(r *switchboard.HostedRegistration) { r.Limits.Disk = "big" }),
+		"policy":         with(func(r *switchboard.HostedRegistration) { r.RestartPolicy = "sometimes" }),
+		"env name":       with(func(r *switchboard.HostedRegistration) { r.Environment = map[string]string{"1X": "v"} }),
+		"volume rel":     with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"data"} }),
+		"volume root":    with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/"} }),
+		"volume bind":    with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/host:/data"} }),
+		"volume twice":   with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/data", "/data/"} }),
+		"host network":   with(func(r *switchboard.HostedRegistration) { r.Network = "host" }),
+		"timeout":        with(func(r *switchboard.HostedRegistration) { r.CallTimeout = "soon" }),
+		"port on stdio":  with(func(r *switchboard.HostedRegistration) { r.Port = 80 }),
+		"http no port":   with(func(r *switchboard.HostedRegistration) { r.StdioBridge = new(false) }),
+		"http no net":    with(func(r *switchboard.HostedRegistration) { r.StdioBridge = new(false); r.Port = 80 }),
+		"origin by user": with(func(r *switchboard.HostedRegistration) { r.Origin = "api" }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := newPlan(reg); !errors.Is(err, switchboard.ErrInvalid) {
+				t.Errorf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"512m": 512 << 20, "1g": 1 << 30, "1.5G": 3 << 29, "64Mi": 64 << 20, "1048576": 1 << 20, "2k": 2048, "1GB": 1 << 30} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "m", "-1m", "1x", "1e9"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", in)
+		}
+	}
+}
+
+func TestSecretRefs(t *testing.T) {
+	got := secretRefs(map[string]string{"A": "${TOKEN}", "B": "x-${OTHER}-${TOKEN}", "C": "${OPT:-dflt}", "D": "plain"})
+	if len(got) != 2 || got[0] != "OTHER" || got[1] != "TOKEN" {
+		t.Errorf("secretRefs = %v, want [OTHER TOKEN]", got)
+	}
+}

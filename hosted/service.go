@@ -1,0 +1,729 @@
+// Package hosted runs MCP servers in Docker containers for Switchboard's
+// projects: registration (rows of the store's workspace registry with
+// container type mcp_server), one supervisor per server that creates a
+// hardened container, attaches to its stdio before starting it, restarts
+// it by policy with crash-loop backoff, pings it when idle, and hands the
+// attach stream to the project's upstreams manager, which speaks MCP over
+// it like over a stdio child. The engine is reached only through engine/.
+package hosted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+)
+
+// KindMCPServer is the engine.LabelKind value of hosted servers' objects.
+const KindMCPServer = "mcp_server"
+
+// Labels naming the project and server, for people reading `docker ps`.
+const (
+	LabelProject = "io.switchboard.project"
+	LabelServer  = "io.switchboard.server"
+	LabelPath    = "io.switchboard.path"
+)
+
+// Upstreams is a project's connection pool as a hosted server needs it.
+type Upstreams interface {
+	// Connect initializes server name now if it is not connected.
+	Connect(ctx context.Context, name string) error
+	// Request sends any JSON-RPC method through server name's connection;
+	// a JSON-RPC error comes back as *switchboard.RPCError.
+	Request(ctx context.Context, name, method string, params json.RawMessage) (json.RawMessage, error)
+	// Busy reports a call or request in flight on server name.
+	Busy(name string) bool
+}
+
+// Store is the part of the store hosted servers use.
+type Store interface {
+	switchboard.WorkspaceStore
+	GetProject(ctx context.Context, id string) (switchboard.Project, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	Engine *engine.Engine // nil: no engine configured; every server reports why
+	Store  Store
+	// Upstreams returns a project's pool (the hub's manager).
+	Upstreams func(project string) (Upstreams, error)
+	// Secrets returns a project's decrypted secrets, for `${NAME}` in
+	// environment values.
+	Secrets func(ctx context.Context, project string) (map[string]string, error)
+	// NameTaken reports whether another (non-hosted) server of the project
+	// already uses name.
+	NameTaken func(ctx context.Context, project, name string) bool
+	// Changed is told after a project's hosted servers changed, so its
+	// manager picks up Specs (the hub's Reconcile).
+	Changed func(ctx context.Context, project string)
+	// EngineErr explains why there is no engine when Engine is nil.
+	EngineErr error
+	Timing    Timing
+	Logger    *slog.Logger
+}
+
+// Service owns every hosted server of a gateway instance.
+type Service struct {
+	opts   Options
+	eng    *engine.Engine
+	st     Store
+	log    *slog.Logger
+	timing Timing
+
+	regMu sync.Mutex // serializes registrations and deletions (name checks)
+
+	mu     sync.Mutex
+	sups   map[string]*supervisor // by row ID
+	closed bool
+	info   atomic.Pointer[engine.Info]
+
+	persistCh chan *supervisor
+	wg        sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+}
+
+// New returns a service; Start loads the registered servers.
+func New(opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := DefaultTiming()
+	t := opts.Timing
+	if t.RestartDelay <= 0 {
+		t.RestartDelay = def.RestartDelay
+	}
+	if t.CrashWindow <= 0 {
+		t.CrashWindow = def.CrashWindow
+	}
+	if t.CrashLimit <= 0 {
+		t.CrashLimit = def.CrashLimit
+	}
+	if len(t.Backoff) == 0 {
+		t.Backoff = def.Backoff
+	}
+	if t.RetryDelay <= 0 {
+		t.RetryDelay = def.RetryDelay
+	}
+	if t.StopTimeout <= 0 {
+		t.StopTimeout = def.StopTimeout
+	}
+	if t.ShutdownTimeout <= 0 {
+		t.ShutdownTimeout = def.ShutdownTimeout
+	}
+	if t.Heartbeat < 0 {
+		t.Heartbeat = 0
+	}
+	if t.PingTimeout <= 0 {
+		t.PingTimeout = def.PingTimeout
+	}
+	if t.ConnectTimeout <= 0 {
+		t.ConnectTimeout = def.ConnectTimeout
+	}
+	if opts.Changed == nil {
+		opts.Changed = func(context.Context, string) {}
+	}
+	if opts.NameTaken == nil {
+		opts.NameTaken = func(context.Context, string, string) bool { return false }
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = func(context.Context, string) (map[string]string, error) { return nil, nil }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
+		sups: map[string]*supervisor{}, persistCh: make(chan *supervisor, 64), ctx: ctx, cancel: cancel}
+	s.wg.Go(s.persister)
+	return s
+}
+
+// errNoEngine explains a missing engine.
+func (s *Service) errNoEngine() error {
+	if s.opts.EngineErr != nil {
+		return switchboard.Errorf(switchboard.ErrUnavailable, "Docker engine not available: %s", switchboard.Message(s.opts.EngineErr))
+	}
+	return switchboard.Errorf(switchboard.ErrUnavailable, "no Docker engine configured")
+}
+
+// Start removes containers a previous run of this instance left behind
+// (a gateway killed with -9: they are recreated, never adopted), then
+// starts a supervisor for every registered server, all at once. It does
+// not wait for them; an unreachable engine is reported in each server's
+// status and retried.
+func (s *Service) Start(ctx context.Context) error {
+	rows, err := s.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
+	if err != nil {
+		return fmt.Errorf("listing hosted servers: %w", err)
+	}
+	if s.eng != nil {
+		if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer}, func(engine.State) bool { return false }); err != nil {
+			s.log.Warn("could not clean up hosted-server containers of a previous run; each server retries", "err", err)
+		}
+	}
+	projects := map[string]bool{}
+	for _, row := range rows {
+		p, err := decodeRow(row)
+		if err != nil {
+			s.log.Error("hosted server not started: stored registration is invalid", "hosted_id", row.ID, "err", err)
+			continue
+		}
+		sup := newSupervisor(s, row, p)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+		}
+		s.sups[row.ID] = sup
+		s.mu.Unlock()
+		projects[row.ProjectID] = true
+	}
+	// The managers know the servers before they start.
+	for p := range projects {
+		s.opts.Changed(ctx, p)
+	}
+	s.mu.Lock()
+	sups := slices.Collect(maps.Values(s.sups))
+	s.mu.Unlock()
+	for _, sup := range sups {
+		if s.eng == nil {
+			sup.fail(s.errNoEngine())
+			continue
+		}
+		sup.start("", nil)
+	}
+	return nil
+}
+
+// Specs returns the upstream specs of a project's hosted servers, for its
+// manager.
+func (s *Service) Specs(project string) []switchboard.ServerSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []switchboard.ServerSpec
+	for _, sup := range s.sups {
+		if sup.project != project {
+			continue
+		}
+		out = append(out, sup.spec())
+	}
+	slices.SortFunc(out, func(a, b switchboard.ServerSpec) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// supervisor finds a project's server by row ID or name.
+func (s *Service) supervisor(project, ref string) (*supervisor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sup, ok := s.sups[ref]; ok && sup.project == project {
+		return sup, nil
+	}
+	for _, sup := range s.sups {
+		if sup.project == project && sup.plan.reg.Name == ref {
+			return sup, nil
+		}
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "hosted server %q not found in project %q", switchboard.Clip(ref), project)
+}
+
+// byName finds a project's server by name, for the stream opener.
+func (s *Service) byName(project, name string) *supervisor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sup := range s.sups {
+		if sup.project == project && sup.plan.reg.Name == name {
+			return sup
+		}
+	}
+	return nil
+}
+
+// Register validates reg, checks the engine has its image, stores the row
+// and creates its volumes and container before answering, so a bad
+// registration fails with nothing left behind. Errors: ErrInvalid (bad
+// field, image missing, bad network or secret reference), ErrConflict
+// (name taken), ErrNotFound (no such project), ErrUnavailable (no engine).
+func (s *Service) Register(ctx context.Context, project string, reg switchboard.HostedRegistration) (switchboard.HostedStatus, error) {
+	p, err := newPlan(reg)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	if _, err := s.st.GetProject(ctx, project); err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if s.byName(project, p.reg.Name) != nil || s.opts.NameTaken(ctx, project, p.reg.Name) {
+		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrConflict, "project %q already has a server named %q; pick another name", project, p.reg.Name)
+	}
+	if err := s.checkSecrets(ctx, project, p); err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	if s.eng == nil {
+		return switchboard.HostedStatus{}, s.errNoEngine()
+	}
+	ok, err := s.eng.ImageExists(ctx, p.reg.Image)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	if !ok {
+		return switchboard.HostedStatus{}, invalid("hosted server %q: image %q is not present on the Docker engine; build or load it there first (Switchboard never pulls images)", p.reg.Name, p.reg.Image)
+	}
+	cfg, err := json.Marshal(p.reg)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
+		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: "docker"})
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	id, env, err := s.create(ctx, project, row.ID, p)
+	if err != nil {
+		s.cleanup(context.WithoutCancel(ctx), row.ID, p, false)
+		if derr := s.st.DeleteWorkspace(context.WithoutCancel(ctx), row.ID); derr != nil {
+			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
+		}
+		return switchboard.HostedStatus{}, err
+	}
+	sup := newSupervisor(s, row, p)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.cleanup(context.WithoutCancel(ctx), row.ID, p, true)
+		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+	}
+	s.sups[row.ID] = sup
+	s.mu.Unlock()
+	s.opts.Changed(ctx, project) // the manager knows the server before it starts
+	sup.start(id, env)
+	// The engine checks some things (the network, the runtime) only at
+	// start: a container that cannot start fails the registration.
+	var startErr error
+	select {
+	case startErr = <-sup.first:
+	case <-ctx.Done():
+		startErr = ctx.Err()
+	}
+	if startErr != nil {
+		s.mu.Lock()
+		delete(s.sups, row.ID)
+		s.mu.Unlock()
+		sup.close(s.timing.StopTimeout)
+		bg := context.WithoutCancel(ctx)
+		s.cleanup(bg, row.ID, p, false)
+		if derr := s.st.DeleteWorkspace(bg, row.ID); derr != nil {
+			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
+		}
+		s.opts.Changed(bg, project)
+		if errors.Is(startErr, switchboard.ErrNotFound) || errors.Is(startErr, switchboard.ErrInvalid) {
+			return switchboard.HostedStatus{}, invalid("hosted server %q: the container could not start: %s", p.reg.Name, switchboard.Message(startErr))
+		}
+		return switchboard.HostedStatus{}, startErr
+	}
+	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
+	return sup.status(), nil
+}
+
+// checkSecrets refuses references to secrets the project lacks.
+func (s *Service) checkSecrets(ctx context.Context, project string, p plan) error {
+	refs := secretRefs(p.reg.Environment)
+	if len(refs) == 0 {
+		return nil
+	}
+	vals, err := s.opts.Secrets(ctx, project)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, r := range refs {
+		if _, ok := vals[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 {
+		return invalid("hosted server %q: environment references secret %s, which project %q does not have; set it first (PUT /api/v1/projects/%s/secrets/NAME)",
+			p.reg.Name, strings.Join(missing, ", "), project, project)
+	}
+	return nil
+}
+
+// labels of a row's engine objects.
+func labels(project, rowID, name string) map[string]string {
+	return map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID, LabelProject: project, LabelServer: name}
+}
+
+var volumeSlug = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// volumeName is the named volume of one row and container path: stable,
+// so it survives restarts, crashes and gateway restarts.
+func volumeName(rowID, path string) string {
+	slug := strings.Trim(volumeSlug.ReplaceAllString(path, "_"), "_.-")
+	if len(slug) > 40 {
+		slug = slug[:40]
+	}
+	return "switchboard-" + rowID + "-" + slug
+}
+
+// create makes a row's volumes (when missing) and a new container; any
+// container the row already has is removed first, so there is never more
+// than one. It returns the container ID and the resolved environment.
+func (s *Service) create(ctx context.Context, project, rowID string, p plan) (string, []string, error) {
+	if s.eng == nil {
+		return "", nil, s.errNoEngine()
+	}
+	if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID}, func(engine.State) bool { return false }); err != nil {
+		return "", nil, err
+	}
+	env, err := s.environment(ctx, project, p)
+	if err != nil {
+		return "", nil, err
+	}
+	info, err := s.engineInfo(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	spec := engine.Spec{
+		Image:        p.reg.Image,
+		Cmd:          p.reg.Args,
+		Env:          env,
+		Labels:       labels(project, rowID, p.reg.Name),
+		Stdin:        p.stdio,
+		NanoCPUs:     p.nanoCPUs,
+		MemoryBytes:  p.memoryBytes,
+		PidsLimit:    DefaultPids,
+		Network:      p.network,
+		ReadOnlyRoot: p.readOnlyRoot,
+		Tmpfs:        map[string]string{"/tmp": "rw,nosuid,nodev,size=64m"},
+		StopTimeout:  s.timing.StopTimeout,
+	}
+	if info.DiskQuota {
+		spec.DiskBytes = p.diskBytes
+	}
+	if p.reg.Command != "" {
+		spec.Entrypoint = []string{p.reg.Command}
+	}
+	for _, path := range p.reg.Volumes {
+		name := volumeName(rowID, path)
+		l := labels(project, rowID, p.reg.Name)
+		l[LabelPath] = path
+		if err := s.eng.CreateVolume(ctx, name, l); err != nil {
+			return "", nil, err
+		}
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: name, Target: path})
+	}
+	id, err := s.eng.Create(ctx, spec)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, env, nil
+}
+
+// environment resolves `${NAME}` in the registration's values from the
+// project's secrets.
+func (s *Service) environment(ctx context.Context, project string, p plan) ([]string, error) {
+	if len(p.reg.Environment) == 0 {
+		return nil, nil
+	}
+	vals, err := s.opts.Secrets(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	var env, missing []string
+	for _, k := range slices.Sorted(maps.Keys(p.reg.Environment)) {
+		v, miss := config.Expand(p.reg.Environment[k], func(n string) string { return vals[n] })
+		missing = append(missing, miss...)
+		env = append(env, k+"="+v)
+	}
+	if len(missing) > 0 {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: secret %s of project %q is missing; set it and restart the server", p.reg.Name, strings.Join(slices.Compact(slices.Sorted(slices.Values(missing))), ", "), project)
+	}
+	return env, nil
+}
+
+// engineInfo caches the engine's Info (disk quota support, runtimes).
+func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
+	if info := s.info.Load(); info != nil {
+		return *info, nil
+	}
+	info, err := s.eng.Info(ctx)
+	if err != nil {
+		return engine.Info{}, err
+	}
+	s.info.Store(&info)
+	return info, nil
+}
+
+// limits reports a plan's effective limits.
+func (s *Service) limits(p plan) switchboard.HostedEffectiveLimits {
+	l := switchboard.HostedEffectiveLimits{CPU: float64(p.nanoCPUs) / 1e9, MemoryBytes: p.memoryBytes, DiskBytes: p.diskBytes, Pids: DefaultPids}
+	info := s.info.Load()
+	switch {
+	case info == nil:
+		l.DiskNote = "unknown until the engine answers"
+	case info.DiskQuota:
+		l.DiskEnforced = true
+	default:
+		l.DiskNote = fmt.Sprintf("not enforced: the engine's storage driver (%s) has no disk quotas; the root filesystem is read-only where the image allows, /tmp is a 64 MiB tmpfs, and volumes are not size-capped", info.Driver)
+	}
+	return l
+}
+
+// cleanup removes a row's containers and, unless keepVolumes, its volumes.
+func (s *Service) cleanup(ctx context.Context, rowID string, p plan, keepVolumes bool) {
+	if s.eng == nil {
+		return
+	}
+	if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID}, func(engine.State) bool { return false }); err != nil {
+		s.log.Warn("removing a hosted server's containers", "hosted_id", rowID, "err", err)
+	}
+	if keepVolumes {
+		return
+	}
+	for _, path := range p.reg.Volumes {
+		if err := s.eng.RemoveVolume(ctx, volumeName(rowID, path)); err != nil {
+			s.log.Warn("removing a hosted server's volume", "hosted_id", rowID, "volume", volumeName(rowID, path), "err", err)
+		}
+	}
+}
+
+// List reports every hosted server of a project, oldest first, without
+// usage figures.
+func (s *Service) List(ctx context.Context, project string) ([]switchboard.HostedStatus, error) {
+	if _, err := s.st.GetProject(ctx, project); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var sups []*supervisor
+	for _, sup := range s.sups {
+		if sup.project == project {
+			sups = append(sups, sup)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]switchboard.HostedStatus, 0, len(sups))
+	for _, sup := range sups {
+		out = append(out, sup.status())
+	}
+	slices.SortFunc(out, func(a, b switchboard.HostedStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Get reports one hosted server (by row ID or name), with CPU and memory
+// usage from the engine when its container runs. Errors: ErrNotFound.
+func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	st := sup.status()
+	if st.ContainerID != "" && st.StartedAt != nil && s.eng != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if u, err := s.eng.Stats(sctx, st.ContainerID); err == nil {
+			st.Usage = &switchboard.HostedUsage{CPUPercent: u.CPUPercent, MemoryBytes: u.MemoryBytes, Pids: u.Pids}
+		}
+	}
+	return st, nil
+}
+
+// Restart replaces a server's container (SIGTERM, up to StopTimeout, then
+// a new container from the same configuration) and resets its crash
+// counters. Errors: ErrNotFound, ErrUnavailable.
+func (s *Service) Restart(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	if s.eng == nil {
+		return switchboard.HostedStatus{}, s.errNoEngine()
+	}
+	if err := sup.requestRestart(ctx); err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	s.log.Info("hosted server restart requested", "project", project, "server", sup.plan.reg.Name)
+	return sup.status(), nil
+}
+
+// Delete stops and removes a server's container, its volumes unless
+// keepVolumes, and its row. Errors: ErrNotFound.
+func (s *Service) Delete(ctx context.Context, project, ref string, keepVolumes bool) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.sups, sup.id)
+	s.mu.Unlock()
+	s.opts.Changed(ctx, project) // the manager lets go of the stream first
+	sup.close(s.timing.StopTimeout)
+	s.cleanup(context.WithoutCancel(ctx), sup.id, sup.plan, keepVolumes)
+	if err := s.st.DeleteWorkspace(ctx, sup.id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		return err
+	}
+	s.log.Info("hosted server deleted", "project", project, "server", sup.plan.reg.Name, "kept_volumes", keepVolumes)
+	return nil
+}
+
+// Logs returns the tail of a server's container log (stderr and stdout;
+// stdout carries the MCP traffic), with secret values redacted.
+func (s *Service) Logs(ctx context.Context, project, ref string, lines int) (string, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return "", err
+	}
+	sup.mu.Lock()
+	id := sup.containerID
+	sup.mu.Unlock()
+	if id == "" {
+		sup.mu.Lock()
+		defer sup.mu.Unlock()
+		if sup.lastCrash != nil {
+			return sup.lastCrash.Stderr, nil
+		}
+		return "", nil
+	}
+	if s.eng == nil {
+		return "", s.errNoEngine()
+	}
+	out, err := s.eng.Logs(ctx, id, lines)
+	if err != nil {
+		return "", err
+	}
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	return sup.redact(out), nil
+}
+
+// Call sends one JSON-RPC request through the server's bridge (serialized
+// with tool calls). A JSON-RPC error from the server comes back as
+// *switchboard.RPCError. Errors: ErrNotFound, ErrUnavailable, ErrTimeout.
+func (s *Service) Call(ctx context.Context, project, ref, method string, params json.RawMessage) (json.RawMessage, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return nil, err
+	}
+	if method == "" {
+		return nil, invalid("method is required, such as \"tools/list\"")
+	}
+	up, err := s.upstreams(project)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sup.plan.callTimeout)
+	defer cancel()
+	return up.Request(ctx, sup.plan.reg.Name, method, rawParams(params))
+}
+
+func (s *Service) upstreams(project string) (Upstreams, error) {
+	if s.opts.Upstreams == nil {
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "project %q has no upstream pool", project)
+	}
+	return s.opts.Upstreams(project)
+}
+
+// persist asks the persister to write a supervisor's status to its row.
+// It never blocks (called with the supervisor's lock held).
+func (s *Service) persist(sup *supervisor) {
+	select {
+	case s.persistCh <- sup:
+	default:
+	}
+}
+
+// persister writes status and container ID to the rows, coalescing.
+func (s *Service) persister() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case sup := <-s.persistCh:
+			sup.mu.Lock()
+			status, cid := sup.state, sup.containerID
+			sup.mu.Unlock()
+			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+			row, err := s.st.GetWorkspace(ctx, sup.id)
+			if err == nil && (row.Status != status || row.ContainerID != cid) {
+				row.Status, row.ContainerID = status, cid
+				_, err = s.st.UpdateWorkspace(ctx, row)
+			}
+			cancel()
+			if err != nil && !errors.Is(err, switchboard.ErrNotFound) && s.ctx.Err() == nil {
+				s.log.Debug("recording a hosted server's status", "hosted_id", sup.id, "err", err)
+			}
+		}
+	}
+}
+
+// Close stops every container (SIGTERM, then SIGKILL after
+// ShutdownTimeout), all at once, and removes them; volumes stay.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sups := slices.Collect(maps.Values(s.sups))
+	s.mu.Unlock()
+	timeout := s.timing.ShutdownTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d)-time.Second, 0)
+	}
+	var wg sync.WaitGroup
+	for _, sup := range sups {
+		wg.Go(func() { sup.close(timeout) })
+	}
+	wg.Wait()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// WaitStatus waits until cond holds for a server's status (checked at
+// every state change), or ctx ends. Errors: ErrNotFound, ErrTimeout.
+func (s *Service) WaitStatus(ctx context.Context, project, ref string, cond func(switchboard.HostedStatus) bool) (switchboard.HostedStatus, error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		return switchboard.HostedStatus{}, err
+	}
+	for {
+		sup.mu.Lock()
+		ch := sup.changed
+		sup.mu.Unlock()
+		st := sup.status()
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, switchboard.Errorf(switchboard.ErrTimeout, "hosted server %q: still %s (%s)", sup.plan.reg.Name, st.Status, st.LastError)
+		}
+	}
+}
+
+// All reports every hosted server of every project, without usage (for
+// metrics).
+func (s *Service) All() []switchboard.HostedStatus {
+	s.mu.Lock()
+	sups := slices.Collect(maps.Values(s.sups))
+	s.mu.Unlock()
+	out := make([]switchboard.HostedStatus, 0, len(sups))
+	for _, sup := range sups {
+		out = append(out, sup.status())
+	}
+	return out
+}
