@@ -115,6 +115,8 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+p+"/calls", c.callsPage)
 	mux.HandleFunc("GET "+p+"/manage", c.managePage)
 	mux.Handle("POST "+p+"/manage/{action}", c.post(c.manage))
+	mux.HandleFunc("GET "+p+"/hosted", c.hostedPage)
+	mux.Handle("POST "+p+"/hosted/{action}", c.post(c.hostedAction))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusNotFound, "No such page in the console.")
 	})

@@ -31,7 +31,7 @@ type gateway struct {
 	st  switchboard.Store
 }
 
-func newGateway(t *testing.T, admin string) *gateway {
+func newGateway(t *testing.T, admin string, hosted ...api.Hosted) *gateway {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
@@ -53,7 +53,11 @@ func newGateway(t *testing.T, admin string) *gateway {
 	if err := hub.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	a := api.New(api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken, TokensChanged: hub.TokensChanged})
+	opts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken, TokensChanged: hub.TokensChanged}
+	if len(hosted) > 0 {
+		opts.Hosted = hosted[0]
+	}
+	a := api.New(opts)
 	ui := console.New(console.Options{Version: "test"})
 	root := hub.Handler(a, ui)
 	ui.Bind(root)

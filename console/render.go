@@ -99,11 +99,12 @@ var funcs = template.FuncMap{
 		}
 		return "bad"
 	},
-	"join": strings.Join,
-	"add":  func(a, b int) int { return a + b },
+	"join":  strings.Join,
+	"bytes": bytesLabel,
+	"add":   func(a, b int) int { return a + b },
 }
 
-var pages = []string{"overview", "tools", "calls", "manage", "login", "error"}
+var pages = []string{"overview", "tools", "calls", "manage", "hosted", "login", "error"}
 
 func parseTemplates() map[string]*template.Template {
 	out := map[string]*template.Template{}
