@@ -163,6 +163,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	consoleAPI(t, g.url, admin, http.MethodGet, "/api/v1/projects/default/servers/extra", "", http.StatusNotFound)
 
+	// Hosted servers (none registered here; the page lists them or says
+	// the gateway runs none).
+	step("hosted", chromedp.Navigate(g.url+"/ui/p/default/hosted"), chromedp.WaitVisible(css(`main h1`)))
+	shot("7-hosted")
+
 	// A token for project team, shown once; with it, project other is 403.
 	step("create a token", chromedp.Navigate(g.url+"/ui/p/team/manage"),
 		chromedp.SendKeys(css(`#tok-name`), "browser"),
