@@ -117,6 +117,8 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("POST "+p+"/manage/{action}", c.post(c.manage))
 	mux.HandleFunc("GET "+p+"/hosted", c.hostedPage)
 	mux.Handle("POST "+p+"/hosted/{action}", c.post(c.hostedAction))
+	mux.HandleFunc("GET "+p+"/sandbox", c.sandboxPage)
+	mux.Handle("POST "+p+"/sandbox/{action}", c.post(c.sandboxAction))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusNotFound, "No such page in the console.")
 	})

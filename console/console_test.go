@@ -33,6 +33,17 @@ type gateway struct {
 
 func newGateway(t *testing.T, admin string, hosted ...api.Hosted) *gateway {
 	t.Helper()
+	var h api.Hosted
+	if len(hosted) > 0 {
+		h = hosted[0]
+	}
+	return newGatewayWith(t, admin, h, nil)
+}
+
+// newGatewayWith is newGateway with the API's hosted and sandbox services
+// (nil: the gateway runs without them).
+func newGatewayWith(t *testing.T, admin string, hosted api.Hosted, sandbox api.Sandbox) *gateway {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
@@ -54,8 +65,11 @@ func newGateway(t *testing.T, admin string, hosted ...api.Hosted) *gateway {
 		t.Fatal(err)
 	}
 	opts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken, TokensChanged: hub.TokensChanged}
-	if len(hosted) > 0 {
-		opts.Hosted = hosted[0]
+	if hosted != nil {
+		opts.Hosted = hosted
+	}
+	if sandbox != nil {
+		opts.Sandbox = sandbox
 	}
 	a := api.New(opts)
 	ui := console.New(console.Options{Version: "test"})

@@ -104,7 +104,7 @@ var funcs = template.FuncMap{
 	"add":   func(a, b int) int { return a + b },
 }
 
-var pages = []string{"overview", "tools", "calls", "manage", "hosted", "login", "error"}
+var pages = []string{"overview", "tools", "calls", "manage", "hosted", "sandbox", "login", "error"}
 
 func parseTemplates() map[string]*template.Template {
 	out := map[string]*template.Template{}

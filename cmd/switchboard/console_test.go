@@ -167,6 +167,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// the gateway runs none).
 	step("hosted", chromedp.Navigate(g.url+"/ui/p/default/hosted"), chromedp.WaitVisible(css(`main h1`)))
 	shot("7-hosted")
+	step("sandbox", chromedp.Navigate(g.url+"/ui/p/default/sandbox"), chromedp.WaitVisible(css(`main h1`)))
+	shot("8-sandbox")
 
 	// A token for project team, shown once; with it, project other is 403.
 	step("create a token", chromedp.Navigate(g.url+"/ui/p/team/manage"),
