@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,12 +378,39 @@ func BenchmarkHotPath(b *testing.B) {
 		clear(w.h)
 		w.status, w.n = 0, 0
 		h.ServeHTTP(w, &r)
-		if w.status != http.StatusOK || !bytes.Contains(w.tail, []byte("}")) {
+		if w.status != http.StatusOK || !bytes.Contains(w.tail, []byte("hello")) {
 			b.Fatalf("echo through the handler: status %d, %d bytes, tail %q", w.status, w.n, w.tail)
 		}
 	}
 	for range 100 {
 		call()
+	}
+	if os.Getenv("BENCH_HOTPATH_PARALLEL") != "" {
+		// For profiling under concurrency (8 goroutines on 2 cores): every
+		// goroutine posts on the same session.
+		b.SetParallelism(4)
+		var ids atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			rd := bytes.NewReader(nil)
+			w := &discardWriter{h: http.Header{}}
+			var body []byte
+			for pb.Next() {
+				body = fmt.Appendf(body[:0], `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`, ids.Add(1))
+				rd.Reset(body)
+				r := *req
+				r.Header = hdr.Clone()
+				r.Body = io.NopCloser(rd)
+				r.ContentLength = int64(len(lightCallBody))
+				clear(w.h)
+				w.status, w.n = 0, 0
+				h.ServeHTTP(w, &r)
+				if w.status != http.StatusOK || !bytes.Contains(w.tail, []byte("hello")) {
+					b.Errorf("status %d tail %q", w.status, w.tail)
+					return
+				}
+			}
+		})
+		return
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
