@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -177,7 +178,9 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 			toolErrorCallSpan(span)
 		}
 		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
-		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
+		if s.log.Enabled(ctx, slog.LevelDebug) { // no allocation when off
+			s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
+		}
 		return response(m.ID, res)
 	}
 	return errorResponse(m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method})
