@@ -20,6 +20,13 @@
 //     connection) against a gateway with BENCH_UPSTREAMS (default 50) stdio
 //     fixtures of BENCH_UPSTREAM_TOOLS (default 20) extra tools each
 //     (target p50 < 1 ms).
+//   - BenchmarkHostedEcho: the mcpfixture binary's echo through the gateway
+//     as a hosted server (a FROM-scratch container, MCP over the attach
+//     stream, calls serialized) and, in the same run, as a plain stdio
+//     upstream; BENCH_HOSTED_SESSIONS (default 1) concurrent sessions.
+//     Prints both lines and the hosted/stdio ratio (target >= 0.8). Needs
+//     the Docker engine (skipped without one). Its CPU/call counts this
+//     process only: the fixture runs in a child or a container.
 //   - BenchmarkIdleMemory: VmRSS of a separately built (go build) and
 //     started gateway process, idle and with BENCH_MEMORY_SESSIONS (default
 //     1000) idle sessions open (targets < 40 MB idle, < +50 MB for 1000

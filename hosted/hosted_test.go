@@ -403,3 +403,82 @@ func TestEngineUnreachable(t *testing.T) {
 		t.Errorf("rows = %d, want 1 (the failed registration left none)", len(rows))
 	}
 }
+
+func TestProjectGone(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	ctx := context.Background()
+	if _, err := e.st.CreateProject(ctx, switchboard.Project{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := e.start()
+	if _, err := svc.Register(ctx, "acme", switchboard.HostedRegistration{Name: "a", Image: e.image, Volumes: []string{"/data"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.register(switchboard.HostedRegistration{Name: "b"})
+	if err := e.st.DeleteProject(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	svc.ProjectGone("acme")
+	if err := svc.Close(ctx); err != nil { // waits for the removal
+		t.Fatal(err)
+	}
+	if vs := volumes(t, e.eng); len(vs) != 0 {
+		t.Errorf("volumes of the deleted project left: %+v", vs)
+	}
+	if _, err := svc.Get(ctx, "acme", "a"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Errorf("Get after the project is gone: %v", err)
+	}
+}
+
+// TestServersFileEntries: SetFile adds, changes (new container, same
+// volume) and removes (volume kept) the file's servers, and never touches
+// one registered through the API.
+func TestServersFileEntries(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	svc := e.start()
+	ctx := context.Background()
+	e.register(switchboard.HostedRegistration{Name: "api"})
+	file := []switchboard.HostedRegistration{{Name: "f", Image: e.image, Volumes: []string{"/data"}}}
+	if err := svc.SetFile(ctx, "default", file); err != nil {
+		t.Fatal(err)
+	}
+	first := e.wait("f", "started", func(s switchboard.HostedStatus) bool { return s.StartedAt != nil })
+	if first.Config.Origin != "file" {
+		t.Errorf("origin = %q", first.Config.Origin)
+	}
+	if err := svc.SetFile(ctx, "default", file); err != nil { // unchanged: kept as is
+		t.Fatal(err)
+	}
+	if st, _ := svc.Get(ctx, "default", "f"); st.ContainerID != first.ContainerID {
+		t.Errorf("an unchanged entry got a new container")
+	}
+	file[0].Limits.Memory = "96m"
+	if err := svc.SetFile(ctx, "default", file); err != nil {
+		t.Fatal(err)
+	}
+	changed := e.wait("f", "restarted with the change", func(s switchboard.HostedStatus) bool {
+		return s.StartedAt != nil && s.ContainerID != first.ContainerID && s.ContainerID != ""
+	})
+	if changed.ID != first.ID || changed.Limits.MemoryBytes != 96<<20 {
+		t.Errorf("changed entry = %+v, want the same row with the new limit", changed)
+	}
+	// A file entry may not take an API server's name.
+	if err := svc.SetFile(ctx, "default", append(file, switchboard.HostedRegistration{Name: "api", Image: e.image})); !errors.Is(err, switchboard.ErrConflict) {
+		t.Errorf("file entry named like an API server: %v, want ErrConflict", err)
+	}
+	if err := svc.SetFile(ctx, "default", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, "default", "f"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Errorf("removed entry: %v", err)
+	}
+	if _, err := svc.Get(ctx, "default", "api"); err != nil {
+		t.Errorf("the API server was touched: %v", err)
+	}
+	if vs := volumes(t, e.eng); len(vs) != 1 {
+		t.Errorf("volumes = %d, want the removed entry's kept", len(vs))
+	}
+	if cs := containers(t, e.eng); len(cs) != 1 {
+		t.Errorf("containers = %d, want only the API server's", len(cs))
+	}
+}

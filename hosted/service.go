@@ -288,7 +288,11 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
-	id, env, err := s.create(ctx, project, row.ID, p)
+	// A client that goes away must not cut a create off half-way (the
+	// container would exist without anyone knowing its ID).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	id, env, err := s.create(cctx, project, row.ID, p)
+	cancel()
 	if err != nil {
 		s.cleanup(context.WithoutCancel(ctx), row.ID, p, false)
 		if derr := s.st.DeleteWorkspace(context.WithoutCancel(ctx), row.ID); derr != nil {
@@ -726,4 +730,32 @@ func (s *Service) All() []switchboard.HostedStatus {
 		out = append(out, sup.status())
 	}
 	return out
+}
+
+// ProjectGone stops and removes the containers and volumes of every
+// hosted server of a deleted project (the store deleted their rows with
+// it). It returns at once; the work is waited for by Close.
+func (s *Service) ProjectGone(project string) {
+	s.mu.Lock()
+	var gone []*supervisor
+	for id, sup := range s.sups {
+		if sup.project == project {
+			gone = append(gone, sup)
+			delete(s.sups, id)
+		}
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if len(gone) == 0 || closed {
+		return
+	}
+	s.wg.Go(func() {
+		for _, sup := range gone {
+			sup.close(s.timing.StopTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			s.cleanup(ctx, sup.id, sup.plan, false)
+			cancel()
+			s.log.Info("hosted server removed with its project", "project", project, "server", sup.plan.reg.Name)
+		}
+	})
 }

@@ -231,7 +231,10 @@ func (s *supervisor) prepare(fresh bool) (string, error) {
 	if id != "" {
 		s.removeContainer()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	// Not cut off by close: a create the engine finishes after its caller
+	// gave up would leave a container nobody knows the ID of. The loop
+	// removes it once it has the ID.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), time.Minute)
 	defer cancel()
 	id, env, err := s.svc.create(ctx, s.project, s.id, s.plan)
 	if err != nil {
@@ -260,12 +263,12 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 		return nil, err
 	}
 	url := ""
+	state, err := e.Inspect(ctx, id)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	if !s.plan.stdio {
-		state, err := e.Inspect(ctx, id)
-		if err != nil {
-			_ = st.Close()
-			return nil, err
-		}
 		if state.IP == "" {
 			_ = st.Close()
 			return nil, invalid("hosted server %q: the container has no IP address on network %q to reach port %d", s.plan.reg.Name, s.plan.reg.Network, s.plan.reg.Port)
@@ -274,6 +277,9 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 	}
 	s.mu.Lock()
 	s.url = url
+	if state.Runtime != "" {
+		s.runtime = state.Runtime
+	}
 	if s.stream != nil {
 		_ = s.stream.Close()
 	}
@@ -476,6 +482,9 @@ func (s *supervisor) pause(d time.Duration, fresh *bool) bool {
 		return true
 	case reply := <-s.restart:
 		s.resetCounters()
+		s.mu.Lock()
+		s.restarts++
+		s.mu.Unlock()
 		*fresh = true
 		reply <- nil
 		return true
@@ -511,7 +520,7 @@ func (s *supervisor) manualRestart(exited <-chan engine.Exit) {
 func (s *supervisor) resetCounters() {
 	s.mu.Lock()
 	s.crashes, s.step, s.warning, s.nextStart = nil, 0, "", time.Time{}
-	s.restarts, s.crashTotal = 0, 0
+	s.crashTotal = 0
 	s.mu.Unlock()
 }
 

@@ -13,9 +13,9 @@ var hostedStates = []string{
 
 // Hosted registers the hosted servers' series, read from fn at every
 // scrape: switchboard_hosted_state (1 for the current state),
-// switchboard_hosted_restarts and switchboard_hosted_crashes (since
-// registration or the last manual restart, which resets them; hence
-// gauges). Call latency per hosted server is in the tool-call series,
+// switchboard_hosted_restarts and switchboard_hosted_crashes (as status
+// counts them: since the gateway started the server, crashes since the last
+// manual restart; hence gauges). Call latency per hosted server is in the tool-call series,
 // labelled with the server's name like any upstream's.
 func (m *Metrics) Hosted(fn func() []switchboard.HostedStatus) {
 	m.reg.MustRegister(hostedCollector{fn})
@@ -23,8 +23,8 @@ func (m *Metrics) Hosted(fn func() []switchboard.HostedStatus) {
 
 var (
 	hostedStateDesc    = prometheus.NewDesc("switchboard_hosted_state", "1 for the hosted server's current state, 0 for the others.", []string{"project", "server", "state"}, nil)
-	hostedRestartsDesc = prometheus.NewDesc("switchboard_hosted_restarts", "Container restarts of a hosted server since its registration or last manual restart.", []string{"project", "server"}, nil)
-	hostedCrashesDesc  = prometheus.NewDesc("switchboard_hosted_crashes", "Crashes (non-zero exit or OOM kill) of a hosted server since its registration or last manual restart.", []string{"project", "server"}, nil)
+	hostedRestartsDesc = prometheus.NewDesc("switchboard_hosted_restarts", "Container restarts of a hosted server since this gateway process started it.", []string{"project", "server"}, nil)
+	hostedCrashesDesc  = prometheus.NewDesc("switchboard_hosted_crashes", "Crashes (non-zero exit or OOM kill) of a hosted server since it was started or manually restarted.", []string{"project", "server"}, nil)
 )
 
 type hostedCollector struct {

@@ -125,6 +125,29 @@ func TestHostedEndToEnd(t *testing.T) {
 		t.Errorf("logs = %q", logs.Logs)
 	}
 
+	// The CLI over the same API.
+	cli := newCLI(t, map[string]string{"SWITCHBOARD_URL": g.url, "SWITCHBOARD_TOKEN": adminToken})
+	if out := cli.ok("hosted", "ls"); !strings.Contains(out, "apifx") || !strings.Contains(out, "running") || !strings.Contains(out, "filefx") {
+		t.Errorf("hosted ls:\n%s", out)
+	}
+	if out := cli.ok("hosted", "show", "apifx"); !strings.Contains(out, `"status": "running"`) || strings.Contains(out, "tok-e2e") {
+		t.Errorf("hosted show:\n%s", out)
+	}
+	if out := cli.ok("hosted", "logs", "apifx", "--tail", "5"); strings.Contains(out, "tok-e2e") {
+		t.Errorf("hosted logs show the secret:\n%s", out)
+	}
+	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--memory", "64m", "--tool-prefix", "cli_")
+	if out := cli.ok("hosted", "restart", "clifx"); !strings.Contains(out, "clifx") {
+		t.Errorf("hosted restart: %s", out)
+	}
+	if _, _, err := cli.run("", "hosted", "add", "bad", "--image", image, "--memory", "lots"); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("hosted add with a bad limit: %v", err)
+	}
+	cli.ok("hosted", "rm", "clifx")
+	if vs, _ := eng.ListVolumes(context.Background(), nil); len(vs) != 0 {
+		t.Errorf("volumes after hosted rm: %+v", vs)
+	}
+
 	g.stop(t)
 	left, err := eng.List(context.Background(), map[string]string{engine.LabelKind: "mcp_server"})
 	if err != nil || len(left) != 0 {
