@@ -31,7 +31,6 @@
 //     started gateway process, idle and with BENCH_MEMORY_SESSIONS (default
 //     1000) idle sessions open (targets < 40 MB idle, < +50 MB for 1000
 //     sessions).
-//
 //   - BenchmarkLight (run with -benchtime 1x): a raw-HTTP client against
 //     the fixture's own process and two gateway processes (call log on and
 //     off) at BENCH_LIGHT_SESSIONS (default 1,8,64) for
