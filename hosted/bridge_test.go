@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
-	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
 // call calls a tool of the hosted server through the manager, as the edge
@@ -219,7 +218,6 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	if st.ContainerID != before.ContainerID || st.RestartCount != 0 || !strings.Contains(st.Warning, "ping") {
 		t.Errorf("unresponsive status = %+v, want the same container, a warning, no restart", st)
 	}
-	_ = hosted.PolicyAlways
 }
 
 // TestHTTPServerInContainer: stdio_bridge false reaches an HTTP MCP server
