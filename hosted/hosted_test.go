@@ -485,3 +485,20 @@ func TestServersFileEntries(t *testing.T) {
 		t.Errorf("containers = %d, want only the API server's", len(cs))
 	}
 }
+
+// TestRestartPolicyOnCleanExit: exit 0 is restarted under "always" (and
+// is no crash), and stays down under "on-failure".
+func TestRestartPolicyOnCleanExit(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "always", RestartPolicy: hosted.PolicyAlways, Environment: map[string]string{"MCPFIXTURE_EXIT": "0"}})
+	e.register(switchboard.HostedRegistration{Name: "onfail", Environment: map[string]string{"MCPFIXTURE_EXIT": "0"}})
+	st := e.wait("always", "restarts", func(s switchboard.HostedStatus) bool { return s.RestartCount >= 2 })
+	if st.CrashCount != 0 || st.LastCrash != nil {
+		t.Errorf("clean exits counted as crashes: %+v", st)
+	}
+	st = e.wait("onfail", "stopped", isStatus(switchboard.HostedStopped))
+	if st.RestartCount != 0 || st.CrashCount != 0 {
+		t.Errorf("on-failure after exit 0: %+v", st)
+	}
+}
