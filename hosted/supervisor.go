@@ -194,6 +194,10 @@ func (s *supervisor) loop() {
 		s.wg.Go(func() { s.connect() })
 		select {
 		case ex := <-exited:
+			if s.ctx.Err() != nil { // the wait ended because we are closing
+				s.shutdown()
+				return
+			}
 			delay, ok := s.exited(ex)
 			fresh = false
 			if !ok {
