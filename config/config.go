@@ -73,8 +73,14 @@ type Config struct {
 	// client started keeps the client's decision.
 	TraceSampleRatio float64 `env:"MCP_SERVER_TRACE_SAMPLE_RATIO" envDefault:"1"`
 
+	// DockerHost is the Docker engine hosted servers and the sandbox use
+	// (DOCKER_HOST, as the docker CLI reads it); empty is the default
+	// socket.
+	DockerHost string `env:"DOCKER_HOST"`
 	// Hosted configures hosted MCP servers (config/hosted.go).
 	Hosted Hosted
+	// Sandbox configures the sandbox tools (config/sandbox.go).
+	Sandbox Sandbox
 
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
@@ -139,7 +145,9 @@ func namedParseError(err error, environ map[string]string) error {
 	}
 	f, ok := reflect.TypeFor[Config]().FieldByName(pe.Name)
 	if !ok {
-		return err
+		if f, ok = reflect.TypeFor[Sandbox]().FieldByName(pe.Name); !ok {
+			return err
+		}
 	}
 	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 	want := "a " + pe.Type.String()
@@ -239,6 +247,7 @@ func (c *Config) validate() []error {
 	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
 		bad("MCP_SERVER_TRACE_SAMPLE_RATIO", "must be between 0 and 1, got %v", c.TraceSampleRatio)
 	}
+	errs = append(errs, c.Sandbox.validate()...)
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
 	}
@@ -366,7 +375,7 @@ func validHeaderName(s string) bool {
 // file, and OTLP header values in MCP_SERVER_OTLP_HEADERS: neither is
 // ever logged.
 func (c Config) LogAttrs() []any {
-	return []any{
+	return append([]any{
 		"addr", c.Addr(), "cors", c.EnableCORS, "cors_origins", c.CORSOrigins,
 		"servers_file", c.ServersFile, "data_dir", c.DataDir, "store", c.StoreDescription(), "call_log", c.CallLog,
 		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
@@ -377,8 +386,9 @@ func (c Config) LogAttrs() []any {
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
+		"docker_host", dockerHostDescription(c.DockerHost),
 		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
-	}
+	}, c.Sandbox.LogAttrs()...)
 }
 
 // otlpHeaderCount says how many OTLP headers are set: their names and
@@ -393,4 +403,17 @@ func secretKeySource(c Config) string {
 		return "MCP_SERVER_SECRET_KEY"
 	}
 	return filepath.Join(c.DataDir, "secret.key")
+}
+
+// dockerHostDescription names the engine address without any credentials
+// a tcp URL might carry.
+func dockerHostDescription(h string) string {
+	if h == "" {
+		return "default socket"
+	}
+	if u, err := url.Parse(h); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	return h
 }

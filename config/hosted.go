@@ -16,9 +16,6 @@ type Hosted struct {
 	// Enabled lets the gateway talk to the Docker engine for hosted
 	// servers; false never contacts it.
 	Enabled bool `env:"MCP_SERVER_HOSTED" envDefault:"true"`
-	// DockerHost is the engine's address, as the docker CLI reads it;
-	// empty is unix:///var/run/docker.sock.
-	DockerHost string `env:"DOCKER_HOST"`
 	// Instance names this gateway on the engine: every container and
 	// volume it makes carries it. Empty derives it from the store (the
 	// data dir, or the database's host and name), so a restarted gateway

@@ -94,6 +94,10 @@ type Options struct {
 	// the edge's locks held, so it must not block for long: slow cleanup
 	// belongs in a goroutine the callee owns.
 	OnSessionEnd func(session string)
+	// StatusSections, when set, adds sections to the status JSON (GET /
+	// and a plain GET /mcp), such as "sandbox"; it is called per request
+	// and must return within ctx.
+	StatusSections func(ctx context.Context) map[string]any
 }
 
 // Observer records tool calls (metrics, the call log). It must not block.
@@ -613,7 +617,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for _, u := range ups {
 		tools += u.Tools
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	status := map[string]any{
 		"name":      "switchboard",
 		"version":   s.opts.Version,
 		"uptime":    time.Since(s.started).Round(time.Second).String(),
@@ -622,7 +626,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"tools":     tools,
 		"upstreams": ups,
 		"endpoints": map[string]string{"mcp": s.opts.BasePath + "/mcp", "sse": s.opts.BasePath + "/sse"},
-	})
+	}
+	if s.opts.StatusSections != nil {
+		for k, v := range s.opts.StatusSections(r.Context()) {
+			if _, taken := status[k]; !taken {
+				status[k] = v
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, status)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

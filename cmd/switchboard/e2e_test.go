@@ -109,7 +109,8 @@ func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gatewa
 	g := &gateway{file: filepath.Join(dir, "servers.json"), dataDir: dir, reload: make(chan os.Signal), logs: &syncBuffer{}}
 	writeServers(t, g.file, servers)
 	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_CONFIG": g.file, "MCP_SERVER_DATA_DIR": dir,
-		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms"}
+		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms",
+		"MCP_SERVER_SANDBOX": "false"} // sandbox_test.go turns it on
 	for k, v := range env {
 		vars[k] = v
 	}

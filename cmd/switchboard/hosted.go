@@ -34,7 +34,8 @@ func (h *hostedRuntime) Close(ctx context.Context) error {
 	return err
 }
 
-// instanceName names this gateway on the Docker engine: MCP_SERVER_INSTANCE,
+// instanceName names this gateway on the Docker engine, for hosted servers
+// and the sandbox alike: MCP_SERVER_INSTANCE,
 // or a hash of the store it uses (the data dir's absolute path, or the
 // database's host and name), so a restart finds its own containers and
 // gateways with different stores never touch each other's.
@@ -82,7 +83,7 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
 	} else {
 		var err error
-		eng, err = engine.New(engine.Options{Host: cfg.Hosted.DockerHost, Instance: instanceName(cfg), Logger: log})
+		eng, err = engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
 		if err != nil {
 			opts.EngineErr = err
 			log.Warn("hosted servers unavailable: no Docker engine client", "err", err)

@@ -123,7 +123,7 @@ func restartAfterKill(t *testing.T, bin string, extraEnv ...string) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "servers.json")
 	writeServers(t, file, nil)
-	env := append([]string{"MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + filepath.Join(dir, "data"), "MCP_SERVER_CONFIG=" + file,
+	env := append([]string{"MCP_SERVER_SANDBOX=false", "MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + filepath.Join(dir, "data"), "MCP_SERVER_CONFIG=" + file,
 		"MCP_SERVER_ADMIN_TOKEN=" + adminToken, "MCP_SERVER_LOG_FORMAT=json"}, extraEnv...)
 
 	first := startBinary(t, bin, env...)

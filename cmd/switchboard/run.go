@@ -71,7 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return serveDemo(ctx, os.Stdin, stdout)
 		case "healthcheck":
 			return healthcheck(ctx, getenv)
-		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "hosted":
+		case "sandbox":
+			return runSandbox(ctx, fs.Args()[1:], getenv, stdout, stderr)
+		case "projects", "servers", "tools", "call", "secrets", "tokens", "history", "reload", "hosted", "workspaces":
 			return runCLI(ctx, fs.Args(), getenv, os.Stdin, stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q; run switchboard -h", fs.Arg(0))
@@ -135,6 +137,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
+	sbox, err := startSandbox(ctx, cfg, st, log)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).
 	var hopBytes [8]byte
@@ -155,6 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		},
 		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
+		Builtins: sbox.builtins, OnSessionEnd: func(p, s string) { sbox.svc.SessionEnded(p, s) },
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
@@ -163,12 +171,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(), HopID: hop,
+			Observer: observers, Metrics: met.Handler(), HopID: hop, StatusSections: sbox.status,
 		},
 	})
+	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, hr, calls, st)
+		closeAll(log, cfg, hub, hr, sbox, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
 	startHosted(ctx, log, hr, fileHosted)
@@ -194,7 +203,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc}
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}
@@ -203,7 +212,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, hr, calls, st)
+		closeAll(log, cfg, hub, hr, sbox, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
@@ -218,7 +227,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, hr, calls, st)
+			closeAll(log, cfg, hub, hr, sbox, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -246,7 +255,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, hr, calls, st)
+	closeAll(log, cfg, hub, hr, sbox, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -254,7 +263,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -264,6 +273,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hosted
 	}
 	step("projects", hub.Close)
 	step("hosted servers", hr.Close)
+	step("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	if calls != nil {
 		step("call log", calls.Close)
 	}
@@ -391,6 +401,7 @@ Usage:
   switchboard              run the gateway (configured by MCP_SERVER_* variables)
   switchboard demo-server  run the built-in demo MCP server on stdio
   switchboard healthcheck  exit 0 if the gateway on MCP_SERVER_HOST:PORT answers /healthz
+  switchboard sandbox build-image  build the sandbox image from Debian packages (see -h)
   switchboard -version     print the version
 
 Manage a running gateway over its admin API (flags go after the command):
@@ -402,6 +413,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard call TOOL [JSON-ARGS]   call a tool through the project's MCP endpoint
   switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
   switchboard tokens ls | create NAME | revoke ID
+  switchboard workspaces ls | attach ID --agent NAME | detach ID | snapshot ID | restore SNAPSHOT
+  switchboard sandbox enable | disable   (the project's sandbox tools)
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
   switchboard hosted ls | add NAME --image IMAGE [...] | show NAME | restart NAME | logs NAME | rm NAME

@@ -284,7 +284,7 @@ func TestStartRefusesAnotherSecretKey(t *testing.T) {
 	api.putSecret("vault", "API_KEY", secretValue(t))
 	g.stop(t)
 
-	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": g.dataDir, "MCP_SERVER_SECRET_KEY": key2}
+	vars := map[string]string{"MCP_SERVER_SANDBOX": "false", "MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": g.dataDir, "MCP_SERVER_SECRET_KEY": key2}
 	var logs syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -78,6 +78,9 @@ type Options struct {
 	Reload func(ctx context.Context) (servers int, err error)
 	// Hosted serves the hosted-server routes; nil answers them 503.
 	Hosted Hosted
+	// Sandbox serves the workspace and sandbox-switch routes; nil: they
+	// answer 404.
+	Sandbox Sandbox
 }
 
 // API serves /api/v1/.
@@ -165,7 +168,7 @@ func (a *API) routes() []route {
 		{method: "GET", path: p + "/tools", fn: a.listTools},
 		{method: "GET", path: p + "/status", fn: a.status},
 		{method: "GET", path: p + "/tool-calls", fn: a.listToolCalls},
-	}, a.hostedRoutes()...)
+	}, append(a.hostedRoutes(), a.sandboxRoutes(p)...)...)
 }
 
 // methods dispatches one path by method: 405 with Allow and the JSON

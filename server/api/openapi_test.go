@@ -43,6 +43,14 @@ var documentedRoutes = []struct{ Method, Path string }{
 	{"GET", "/api/v1/projects/{project}/status"},
 	{"GET", "/api/v1/projects/{project}/tool-calls"},
 
+	{"GET", "/api/v1/projects/{project}/sandbox"},
+	{"PUT", "/api/v1/projects/{project}/sandbox"},
+	{"GET", "/api/v1/projects/{project}/workspaces"},
+	{"POST", "/api/v1/projects/{project}/workspaces/{id}/attach"},
+	{"POST", "/api/v1/projects/{project}/workspaces/{id}/detach"},
+	{"POST", "/api/v1/projects/{project}/workspaces/{id}/snapshot"},
+	{"POST", "/api/v1/projects/{project}/snapshots/{id}/restore"},
+
 	{"POST", "/api/v1/reload"},
 	{"GET", "/api/v1/openapi.json"},
 

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/sandbox"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+const sandboxUsage = `Usage:
+  switchboard sandbox enable | disable   serve the project's sandbox tools, or not (admin API)
+  switchboard sandbox build-image [--cache-dir DIR] [--no-latest]
+      assemble the sandbox image (python3, node, sh/bash, coreutils) from Debian's
+      packages with apt-get and dpkg-deb, import it into the Docker engine
+      (DOCKER_HOST) as switchboard-sandbox:<content hash>, and point
+      switchboard-sandbox:latest (the default MCP_SERVER_SANDBOX_IMAGE_PYTHON
+      and _NODE) at it. An image already present is reused.
+`
+
+// runSandbox runs the local `switchboard sandbox ...` commands: they talk
+// to the Docker engine, not to a running gateway.
+func runSandbox(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		fmt.Fprint(stdout, sandboxUsage)
+		if len(args) == 0 {
+			return errors.New("sandbox: missing subcommand")
+		}
+		return nil
+	}
+	if args[0] == "enable" || args[0] == "disable" {
+		return runCLI(ctx, append([]string{"sandbox"}, args...), getenv, os.Stdin, stdout, stderr)
+	}
+	if args[0] != "build-image" {
+		fmt.Fprint(stderr, sandboxUsage)
+		return fmt.Errorf("sandbox: unknown subcommand %q", args[0])
+	}
+	fs := flag.NewFlagSet("sandbox build-image", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cacheDir := fs.String("cache-dir", "", "where downloaded .deb files are kept (default: the user cache directory)")
+	noLatest := fs.Bool("no-latest", false, "do not move switchboard-sandbox:latest to the new image")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg)})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if err := e.Ping(ctx); err != nil {
+		return fmt.Errorf("%s (set DOCKER_HOST)", switchboard.Message(err))
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	start := time.Now()
+	res, err := (&sandbox.Builder{Engine: e, CacheDir: *cacheDir, Logger: log}).Build(ctx)
+	if err != nil {
+		return err
+	}
+	how := fmt.Sprintf("built in %s", time.Since(start).Round(100*time.Millisecond))
+	if res.Reused {
+		how = "already present"
+	}
+	fmt.Fprintf(stdout, "%s (%d packages, %s)\n", res.Ref, len(res.Packages), how)
+	if !*noLatest {
+		latest := sandbox.ImageRepository + ":latest"
+		if err := e.TagImage(ctx, res.Ref, latest); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s now points to it (the default of MCP_SERVER_SANDBOX_IMAGE_PYTHON and MCP_SERVER_SANDBOX_IMAGE_NODE)\n", latest)
+	} else {
+		fmt.Fprintf(stdout, "set MCP_SERVER_SANDBOX_IMAGE_PYTHON=%s and MCP_SERVER_SANDBOX_IMAGE_NODE=%s\n", res.Ref, res.Ref)
+	}
+	return nil
+}
+
+// sandboxRuntime is the gateway's sandbox: the service, the engine it
+// uses, and which projects serve its tools.
+type sandboxRuntime struct {
+	svc        *sandbox.Service
+	eng        *engine.Engine
+	defaultsOn bool // MCP_SERVER_SANDBOX: projects serve the tools unless switched
+	log        *slog.Logger
+
+	mu  sync.Mutex
+	off map[string]bool // projects switched off through the API
+	hub interface {
+		SetBuiltin(project, name string, b upstreams.Builtin)
+	}
+}
+
+// sandboxServer is the name the sandbox tools are listed under.
+const sandboxServer = "sandbox"
+
+// startSandbox builds the sandbox service (no I/O beyond removing
+// session containers a crashed predecessor left).
+func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, log *slog.Logger) (*sandboxRuntime, error) {
+	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("DOCKER_HOST: %w", err)
+	}
+	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
+	var mounts []sandbox.Volume
+	for _, v := range vols {
+		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	svc := sandbox.New(sandbox.Options{
+		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
+		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
+		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, Logger: log.With("component", "sandbox"),
+	})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := svc.Reap(rctx); err != nil {
+		log.Warn("sandbox: could not look for session containers left by a previous run", "err", switchboard.Message(err))
+	}
+	return &sandboxRuntime{svc: svc, eng: e, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}, nil
+}
+
+// enabled reports whether project serves the sandbox tools.
+func (r *sandboxRuntime) enabled(project string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if off, ok := r.off[project]; ok {
+		return !off
+	}
+	return r.defaultsOn
+}
+
+// builtins is projects.Options.Builtins.
+func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
+	if !r.enabled(project) {
+		return nil
+	}
+	return map[string]upstreams.Builtin{sandboxServer: r.svc.Tools(project)}
+}
+
+// SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
+func (r *sandboxRuntime) SandboxEnabled(project string) bool { return r.enabled(project) }
+
+// Workspace runs one workspace operation for the admin API (api.Sandbox).
+func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
+	switch op {
+	case "list":
+		list, err := r.svc.Workspaces(ctx, project)
+		return map[string]any{"workspaces": list}, err
+	case "attach":
+		return r.svc.Attach(ctx, project, agent, id, "", "")
+	case "detach":
+		return r.svc.Detach(ctx, project, "", id)
+	case "snapshot":
+		return r.svc.Snapshot(ctx, project, id)
+	case "restore":
+		return r.svc.Restore(ctx, project, id)
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown workspace operation %q", op)
+}
+
+// SetSandboxEnabled switches project's sandbox tools on or off (the
+// API's project switch), in this process's memory.
+func (r *sandboxRuntime) SetSandboxEnabled(project string, on bool) {
+	r.mu.Lock()
+	r.off[project] = !on
+	hub := r.hub
+	r.mu.Unlock()
+	if hub == nil {
+		return
+	}
+	if on {
+		hub.SetBuiltin(project, sandboxServer, r.svc.Tools(project))
+	} else {
+		hub.SetBuiltin(project, sandboxServer, nil)
+	}
+}
+
+func (r *sandboxRuntime) setHub(hub *projects.Hub) {
+	r.mu.Lock()
+	r.hub = hub
+	r.mu.Unlock()
+}
+
+// status is the "sandbox" section of the status JSON.
+func (r *sandboxRuntime) status(ctx context.Context) map[string]any {
+	if !r.anyEnabled() {
+		// Off everywhere: say so without asking Docker anything.
+		return map[string]any{"sandbox": map[string]any{"enabled": false}}
+	}
+	st := r.svc.Status(ctx)
+	st.Enabled = r.enabled("default")
+	return map[string]any{"sandbox": st}
+}
+
+// anyEnabled reports whether some project serves the sandbox tools.
+func (r *sandboxRuntime) anyEnabled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.defaultsOn {
+		return true
+	}
+	for _, off := range r.off {
+		if !off {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *sandboxRuntime) close(ctx context.Context) error {
+	err := r.svc.Close(ctx)
+	_ = r.eng.Close()
+	return err
+}

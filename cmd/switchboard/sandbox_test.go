@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/sandbox/sandboxtest"
+)
+
+var sandboxTools = []string{"attach_workspace", "detach_workspace", "execute_code", "execute_command", "get_sessions",
+	"get_volume_path", "list_workspaces", "restore_snapshot", "snapshot_workspace", "stop_session"}
+
+// sandboxGateway starts a gateway serving the sandbox tools with the
+// builder's image, in data dir dir; every container and volume it makes
+// is removed when t ends.
+func sandboxGateway(t *testing.T, dir string, extra map[string]string) *gateway {
+	t.Helper()
+	e := enginetest.New(t)
+	img := sandboxtest.Image(t, e)
+	// The gateway's own objects carry its instance: clean those too.
+	ge, err := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enginetest.Cleanup(t, ge); _ = ge.Close() })
+	env := map[string]string{"MCP_SERVER_SANDBOX": "true", "MCP_SERVER_DATA_DIR": dir,
+		"MCP_SERVER_SANDBOX_IMAGE_PYTHON": img, "MCP_SERVER_SANDBOX_IMAGE_NODE": img,
+		"MCP_SERVER_SANDBOX_MAX_SESSIONS": "3", "MCP_SERVER_SANDBOX_MAX_TIMEOUT": "60s"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return startGateway(t, [][2]any{{"up", stdioServer("up")}}, env)
+}
+
+func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structuredContent %s: %v", b, err)
+	}
+	var fromText map[string]any
+	if err := json.Unmarshal([]byte(text(t, res)), &fromText); err != nil {
+		t.Fatalf("text content is not the JSON result: %v", err)
+	}
+	a, _ := json.Marshal(fromText)
+	if string(a) != string(b) {
+		t.Fatalf("text and structuredContent differ:\n%s\n%s", a, b)
+	}
+	return m
+}
+
+func sdkCode(t *testing.T, err error) int {
+	t.Helper()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("want a JSON-RPC error, got %v", err)
+	}
+	return int(we.Code)
+}
+
+// TestSandboxEndToEnd drives the sandbox tools through cmd/switchboard's
+// run() with the official go-sdk client (streamable HTTP and legacy
+// SSE) and raw HTTP: results, session reuse, every error code, status.
+func TestSandboxEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	g := sandboxGateway(t, dir, map[string]string{"MCP_SERVER_SANDBOX_IMAGE_NODE": "switchboard-sandbox:missing"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	progress := make(chan *mcp.ProgressNotificationParams, 64)
+	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progress <- r.Params:
+			default:
+			}
+		},
+	})
+
+	// Listed beside the proxied tools, each with both schemas.
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range lt.Tools {
+		if slices.Contains(sandboxTools, tool.Name) {
+			names = append(names, tool.Name)
+			if tool.InputSchema == nil || tool.OutputSchema == nil || tool.Description == "" {
+				t.Errorf("%s lacks a schema or description", tool.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, sandboxTools) {
+		t.Fatalf("sandbox tools listed: %v", names)
+	}
+
+	// A result as text and structuredContent; the session is reused.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "open('f','w').write('x'); print(6*7)"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_code: %v %v", err, res)
+	}
+	r := structured(t, res)
+	sid, _ := r["session_id"].(string)
+	if r["stdout"] != "42\n" || r["session_created"] != true || r["exit_code"] != float64(0) || sid == "" {
+		t.Fatalf("execute_code: %v", r)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat f; exit 5", "session_id": sid}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command: %v %v", err, res)
+	}
+	if r := structured(t, res); r["stdout"] != "x" || r["exit_code"] != float64(5) || r["session_created"] != false {
+		t.Fatalf("reuse: %v", r)
+	}
+	// Output streams as progress when a token is sent.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "echo one; echo two", "session_id": sid},
+		Meta: mcp.Meta{"progressToken": "tok"}})
+	if err != nil || res.IsError {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-progress:
+		if p.ProgressToken != "tok" || !strings.Contains(p.Message, "one") {
+			t.Fatalf("progress: %+v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress notification")
+	}
+
+	// Every error code through the go-sdk client.
+	errCases := []struct {
+		name string
+		tool string
+		args map[string]any
+		code int
+		want string
+	}{
+		{"missing code", "execute_code", map[string]any{}, -32602, "code"},
+		{"unknown template", "execute_code", map[string]any{"code": "1", "template": "ruby"}, -32602, "template"},
+		{"bad timeout", "execute_code", map[string]any{"code": "1", "timeout": -3}, -32602, "timeout"},
+		{"unknown session", "execute_code", map[string]any{"code": "1", "session_id": "sb-nope"}, -32602, "session not found"},
+		{"timeout above the cap", "execute_command", map[string]any{"command": "true", "timeout": 600}, -32600, "MCP_SERVER_SANDBOX_MAX_TIMEOUT"},
+		{"missing image", "execute_code", map[string]any{"code": "1", "template": "node"}, -32603, "MCP_SERVER_SANDBOX_IMAGE_NODE"},
+		{"unknown tool", "execute_cod", map[string]any{}, -32601, ""},
+	}
+	for _, tc := range errCases {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+		if code := sdkCode(t, err); code != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %d %v, want %d naming %q", tc.name, code, err, tc.code, tc.want)
+		}
+	}
+	// The same codes over raw HTTP, as curl sends them.
+	raw := newRaw(t, g.url+"/mcp")
+	raw.initialize()
+	for _, tc := range errCases {
+		rep := raw.call("tools/call", map[string]any{"name": tc.tool, "arguments": tc.args})
+		if rep.code() != tc.code {
+			t.Errorf("raw %s: %s", tc.name, rep.Body)
+		}
+	}
+	// The per-project session cap (3): two more fill it.
+	for range 2 {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}})
+	if code := sdkCode(t, err); code != -32600 || !strings.Contains(err.Error(), "MCP_SERVER_SANDBOX_MAX_SESSIONS") {
+		t.Fatalf("session cap: %v", err)
+	}
+
+	// Another MCP session may use the session by id (no attach held).
+	if out := raw.toolText("execute_command", map[string]any{"command": "cat f", "session_id": sid}); !strings.Contains(out, `"stdout":"x"`) {
+		t.Fatalf("raw reuse: %s", out)
+	}
+
+	// Legacy SSE through the go-sdk client.
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	ls, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	if _, err := ls.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "1", "session_id": "sb-nope"}}); sdkCode(t, err) != -32602 {
+		t.Fatalf("legacy unknown session: %v", err)
+	}
+	res, err = ls.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "echo legacy", "session_id": sid}})
+	if err != nil || structured(t, res)["stdout"] != "legacy\n" {
+		t.Fatalf("legacy call: %v %v", err, res)
+	}
+
+	// Status JSON (GET / and GET /mcp) reports the sandbox.
+	for _, path := range []string{"/", "/mcp"} {
+		req, _ := http.NewRequest(http.MethodGet, g.url+path, nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Sandbox struct {
+				Enabled  bool              `json:"enabled"`
+				Engine   string            `json:"engine"`
+				Images   map[string]string `json:"images"`
+				Sessions int               `json:"sessions"`
+			} `json:"sandbox"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if !st.Sandbox.Enabled || st.Sandbox.Engine != "reachable" || st.Sandbox.Sessions != 3 ||
+			!strings.HasPrefix(st.Sandbox.Images["python"], "present") || !strings.HasPrefix(st.Sandbox.Images["node"], "missing") {
+			t.Fatalf("status %s: %+v", path, st.Sandbox)
+		}
+	}
+
+	// Shutdown removes the session containers and keeps the workspaces.
+	g.stop(t)
+	ge, _ := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
+	defer ge.Close()
+	if st, err := ge.List(ctx, map[string]string{engine.LabelKind: "sandbox"}); err != nil || len(st) != 0 {
+		t.Fatalf("containers after shutdown: %v %v", st, err)
+	}
+	if v, err := ge.ListVolumes(ctx, map[string]string{engine.LabelKind: "workspace"}); err != nil || len(v) != 3 {
+		t.Fatalf("workspaces after shutdown: %v %v", v, err)
+	}
+}
+
+// TestSandboxWorkspacesAcrossRestart: agent A attaches a workspace and
+// works; B's attach fails naming A; A's MCP session ends, which detaches;
+// the gateway restarts; B attaches and finds A's files.
+func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	g := sandboxGateway(t, dir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := sdkConnect(t, g.url+"/mcp", nil)
+	b := sdkConnect(t, g.url+"/mcp", nil)
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, error) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return nil, err
+		}
+		if res.IsError {
+			t.Fatalf("%s: %v", tool, res)
+		}
+		return structured(t, res), nil
+	}
+	r, err := call(a, "execute_command", map[string]any{"command": "echo a > a.txt; echo old > c.txt; echo x > d.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := r["workspace_id"].(string)
+	if _, err := call(a, "attach_workspace", map[string]any{"workspace_id": ws}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(b, "attach_workspace", map[string]any{"workspace_id": ws})
+	if code := sdkCode(t, err); code != -32600 || !strings.Contains(err.Error(), a.ID()) {
+		t.Fatalf("B's attach while A holds it: %v (A is %s)", err, a.ID())
+	}
+	if _, err := call(a, "execute_command", map[string]any{"command": "echo new > c.txt; rm d.txt; echo b > b.txt", "session_id": r["session_id"]}); err != nil {
+		t.Fatal(err)
+	}
+	// A goes away: its session ends (DELETE), which detaches.
+	_ = a.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := call(b, "attach_workspace", map[string]any{"workspace_id": ws})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workspace still held after A's session ended: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
+	}
+	if _, err := call(b, "detach_workspace", map[string]any{"workspace_id": ws}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart the gateway on the same data dir.
+	g.stop(t)
+	g2 := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{"MCP_SERVER_SANDBOX": "true", "MCP_SERVER_DATA_DIR": dir,
+		"MCP_SERVER_SANDBOX_IMAGE_PYTHON": sandboxtestImage(t), "MCP_SERVER_SANDBOX_IMAGE_NODE": sandboxtestImage(t)})
+	b2 := sdkConnect(t, g2.url+"/mcp", nil)
+	list, err := call(b2, "list_workspaces", map[string]any{})
+	if err != nil || !strings.Contains(mustJSON(list), ws) {
+		t.Fatalf("workspaces after restart: %v %v", list, err)
+	}
+	s, err := call(b2, "attach_workspace", map[string]any{"workspace_id": ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := call(b2, "execute_command", map[string]any{"command": "for f in *; do printf '%s=' $f; cat $f; done", "session_id": s["session_id"]})
+	if err != nil || out["stdout"] != "a.txt=a\nb.txt=b\nc.txt=new\n" {
+		t.Fatalf("files after restart: %v %v", out, err)
+	}
+
+	// The same through the admin API.
+	api := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, g2.url+"/api/v1/projects/default"+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if code, m := api("POST", "/workspaces/"+ws+"/attach", `{"agent_session_id":"rest-agent"}`); code != 409 || !strings.Contains(mustJSON(m), b2.ID()) {
+		t.Fatalf("REST attach while held: %d %v", code, m)
+	}
+	code, snap := api("POST", "/workspaces/"+ws+"/snapshot", "")
+	if code != 201 || snap["status"] != "snapshot" {
+		t.Fatalf("REST snapshot: %d %v", code, snap)
+	}
+	if code, m := api("POST", "/workspaces/"+ws+"/detach", ""); code != 200 || m["status"] != "ready" {
+		t.Fatalf("REST detach: %d %v", code, m)
+	}
+	code, restored := api("POST", "/snapshots/"+snap["workspace_id"].(string)+"/restore", "")
+	if code != 201 || restored["status"] != "ready" {
+		t.Fatalf("REST restore: %d %v", code, restored)
+	}
+	if code, m := api("POST", "/workspaces/"+restored["workspace_id"].(string)+"/attach", `{"agent_session_id":"rest-agent"}`); code != 200 || m["agent_session_id"] != "rest-agent" {
+		t.Fatalf("REST attach: %d %v", code, m)
+	}
+	if code, m := api("GET", "/workspaces", ""); code != 200 || len(m["workspaces"].([]any)) != 3 {
+		t.Fatalf("REST list: %d %v", code, m)
+	}
+	if code, _ := api("POST", "/workspaces/nope/detach", ""); code != 404 {
+		t.Fatalf("REST unknown workspace: %d", code)
+	}
+
+	// The project switch: off removes the tools, on brings them back.
+	if code, _ := api("PUT", "/sandbox", `{"enabled":false}`); code != 200 {
+		t.Fatalf("switch off: %d", code)
+	}
+	_, err = b2.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}})
+	if sdkCode(t, err) != -32601 {
+		t.Fatalf("sandbox tool after the switch went off: %v", err)
+	}
+	if code, m := api("GET", "/sandbox", ""); code != 200 || m["enabled"] != false {
+		t.Fatalf("switch state: %d %v", code, m)
+	}
+	api("PUT", "/sandbox", `{"enabled":true}`)
+	if _, err := call(b2, "execute_command", map[string]any{"command": "true"}); err != nil {
+		t.Fatalf("sandbox tool after the switch went on: %v", err)
+	}
+
+	// And through the CLI.
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb strings.Builder
+		if err := run(ctx, append(args, "--url", g2.url), func(string) string { return "" }, &out, &errb); err != nil {
+			t.Fatalf("switchboard %v: %v\n%s", args, err, errb.String())
+		}
+		return out.String()
+	}
+	if out := cli("workspaces", "ls"); !strings.Contains(out, ws) || !strings.Contains(out, "snapshot") {
+		t.Fatalf("workspaces ls:\n%s", out)
+	}
+	if out := cli("workspaces", "snapshot", restored["workspace_id"].(string)); !strings.HasPrefix(out, "snapshot ") {
+		t.Fatalf("workspaces snapshot: %s", out)
+	}
+	if out := cli("workspaces", "detach", restored["workspace_id"].(string)); !strings.HasPrefix(out, "detached") {
+		t.Fatalf("workspaces detach: %s", out)
+	}
+	if out := cli("sandbox", "disable"); !strings.Contains(out, "off") {
+		t.Fatalf("sandbox disable: %s", out)
+	}
+}
+
+func sandboxtestImage(t *testing.T) string {
+	return sandboxtest.Image(t, enginetest.New(t))
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

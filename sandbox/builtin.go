@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// ProjectTools are the sandbox tools of one project: an
+// upstreams.Builtin.
+type ProjectTools struct {
+	s       *Service
+	project string
+}
+
+// Tools returns project's sandbox tools, to register as a builtin server.
+func (s *Service) Tools(project string) *ProjectTools {
+	return &ProjectTools{s: s, project: project}
+}
+
+// Tools lists the sandbox tools as tools/list returns them.
+func (p *ProjectTools) Tools() []json.RawMessage { return p.s.toolDefs() }
+
+// CallTool runs one sandbox tool. Failures to run the request are
+// *switchboard.RPCError with the codes of the error table (RPCCode);
+// a program's non-zero exit is a normal result.
+func (p *ProjectTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	res, err := p.call(ctx, req)
+	if err != nil {
+		if errors.Is(err, switchboard.ErrCanceled) && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &switchboard.RPCError{Code: RPCCode(err), Message: switchboard.Message(err)}
+	}
+	return res, nil
+}
+
+func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	s := p.s
+	switch req.Tool {
+	case ToolExecuteCode, ToolExecuteCommand:
+		r, err := s.parseExec(req.Tool, req.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.execute(ctx, p.project, req.Session, r, progressSender(req))
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(res)
+	case ToolGetSessions:
+		id, err := parseSession(req.Tool, req.Arguments, false)
+		if err != nil {
+			return nil, err
+		}
+		list := s.Sessions(p.project)
+		if id != "" {
+			x, err := s.lookup(p.project, id)
+			if err != nil {
+				return nil, err
+			}
+			list = []SessionInfo{x.describe()}
+		}
+		if list == nil {
+			list = []SessionInfo{}
+		}
+		return jsonResult(map[string]any{"sessions": list})
+	case ToolStopSession:
+		id, err := parseSession(req.Tool, req.Arguments, true)
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.StopSession(ctx, p.project, id)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(map[string]any{"session_id": info.SessionID, "stopped": true, "workspace_id": info.WorkspaceID, "workspace_retained": true})
+	case ToolGetVolumePath:
+		id, err := parseSession(req.Tool, req.Arguments, false)
+		if err != nil {
+			return nil, err
+		}
+		type vol struct {
+			Source        string `json:"source"`
+			ContainerPath string `json:"container_path"`
+			ReadOnly      bool   `json:"read_only"`
+			Kind          string `json:"kind"`
+		}
+		out := map[string]any{}
+		vols := []vol{}
+		if id != "" {
+			x, err := s.lookup(p.project, id)
+			if err != nil {
+				return nil, err
+			}
+			out["session_id"] = x.id
+			out["workspace_id"] = x.workspaceID
+			vols = append(vols, vol{Source: x.volume, ContainerPath: "/workspace", Kind: "workspace"})
+		}
+		for _, v := range s.opts.Volumes {
+			vols = append(vols, vol{Source: v.Source, ContainerPath: v.Target, ReadOnly: v.ReadOnly, Kind: "configured"})
+		}
+		out["volumes"] = vols
+		return jsonResult(out)
+	}
+	if s.opts.Store != nil {
+		switch req.Tool {
+		case ToolListWorkspaces, ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace, ToolRestoreSnapshot:
+			a, err := parseWorkspace(req.Tool, req.Arguments)
+			if err != nil {
+				return nil, err
+			}
+			var v any
+			switch req.Tool {
+			case ToolListWorkspaces:
+				list, err := s.Workspaces(ctx, p.project)
+				if err != nil {
+					return nil, err
+				}
+				v = map[string]any{"workspaces": list}
+			case ToolAttachWorkspace:
+				v, err = s.Attach(ctx, p.project, req.Session, a.WorkspaceID, a.Template, a.Flavor)
+			case ToolDetachWorkspace:
+				v, err = s.Detach(ctx, p.project, req.Session, a.WorkspaceID)
+			case ToolSnapshotWorkspace:
+				v, err = s.Snapshot(ctx, p.project, a.WorkspaceID)
+			case ToolRestoreSnapshot:
+				v, err = s.Restore(ctx, p.project, a.SnapshotID)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return jsonResult(v)
+		}
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", req.Tool)
+}
+
+// RPCCode is the sandbox's error table: the JSON-RPC code a client gets
+// for each domain error. Configuration problems (no engine, missing
+// image) are internal errors whose message names the variable to set.
+func RPCCode(err error) int {
+	switch {
+	case errors.Is(err, switchboard.ErrInvalid), errors.Is(err, switchboard.ErrNotFound):
+		return switchboard.CodeInvalidParams
+	case errors.Is(err, switchboard.ErrResourceLimit), errors.Is(err, switchboard.ErrConflict):
+		return switchboard.CodeInvalidRequest
+	}
+	return switchboard.CodeInternalError
+}
+
+// progressSender returns what streams an execution's output as progress
+// notifications, or nil when the client sent no progress token.
+func progressSender(req switchboard.CallRequest) func(stream, chunk string) {
+	if req.OnProgress == nil || len(req.Meta) == 0 {
+		return nil
+	}
+	var meta struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(req.Meta, &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" {
+		return nil
+	}
+	var mu sync.Mutex
+	n := 0
+	return func(stream, chunk string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		b, err := json.Marshal(map[string]any{"progressToken": meta.Token, "progress": n, "message": chunk, "_meta": map[string]string{"stream": stream}})
+		if err == nil {
+			req.OnProgress(b)
+		}
+	}
+}
+
+// Status is the sandbox's part of the gateway status.
+type Status struct {
+	Enabled  bool              `json:"enabled"`
+	Engine   string            `json:"engine"` // "reachable" or why not
+	Runtime  string            `json:"runtime,omitempty"`
+	Images   map[string]string `json:"images"` // template -> "present: ref" or what to do
+	Sessions int               `json:"sessions"`
+}
+
+// Status asks the engine (bounded by ctx) whether it answers and has the
+// images, and counts open sessions.
+// The engine's answers are kept for statusTTL, so a status page polled
+// often does not poll Docker as often.
+func (s *Service) Status(ctx context.Context) Status {
+	s.mu.Lock()
+	n := len(s.sessions)
+	cached, at := s.probe, s.probedAt
+	s.mu.Unlock()
+	if time.Since(at) >= statusTTL {
+		cached = s.probeEngine(ctx)
+		s.mu.Lock()
+		s.probe, s.probedAt = cached, time.Now()
+		s.mu.Unlock()
+	}
+	cached.Sessions = n
+	return cached
+}
+
+const statusTTL = 10 * time.Second
+
+func (s *Service) probeEngine(ctx context.Context) Status {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st := Status{Enabled: true, Images: map[string]string{}}
+	if err := s.opts.Engine.Ping(ctx); err != nil {
+		st.Engine = switchboard.Message(engineError(err))
+		return st
+	}
+	st.Engine = "reachable"
+	if info, err := s.engineInfo(ctx); err == nil {
+		st.Runtime = "runc"
+		if slices.Contains(info.Runtimes, "runsc") {
+			st.Runtime = "runsc"
+		}
+	}
+	for _, t := range Templates {
+		ref, variable := s.imageFor(t)
+		ok, err := s.opts.Engine.ImageExists(ctx, ref)
+		switch {
+		case err != nil:
+			st.Images[t] = "unknown: " + switchboard.Message(engineError(err))
+		case ok:
+			st.Images[t] = "present: " + ref
+		default:
+			st.Images[t] = "missing: " + ref + "; run `switchboard sandbox build-image` and set " + variable
+		}
+	}
+	return st
+}

@@ -1,0 +1,2 @@
+// Package sandbox runs code for agents in isolated containers.
+package sandbox

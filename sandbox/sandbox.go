@@ -1,0 +1,811 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+)
+
+// Engine is what the sandbox needs from the Docker engine (engine.Engine).
+type Engine interface {
+	Ping(ctx context.Context) error
+	Info(ctx context.Context) (engine.Info, error)
+	ImageExists(ctx context.Context, ref string) (bool, error)
+	ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string) error
+	Create(ctx context.Context, s engine.Spec) (string, error)
+	Start(ctx context.Context, id string) error
+	Remove(ctx context.Context, id string) error
+	Pause(ctx context.Context, id string) error
+	Unpause(ctx context.Context, id string) error
+	Exec(ctx context.Context, id string, s engine.ExecSpec) (int, error)
+	WaitNextExit(ctx context.Context, id string) <-chan engine.Exit
+	Attach(ctx context.Context, id string) (*engine.Stream, error)
+	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	RemoveVolume(ctx context.Context, name string) error
+	Reap(ctx context.Context, labels map[string]string, keep func(engine.State) bool) ([]string, error)
+}
+
+// Labels on what the sandbox creates, beside the engine's own.
+const (
+	KindSession   = "sandbox"   // engine.LabelKind of session containers
+	KindWorkspace = "workspace" // engine.LabelKind of workspace volumes
+	LabelProject  = "io.switchboard.project"
+)
+
+// Volume is a named volume mounted into every session.
+type Volume struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+// Options configure a Service. Zero durations and limits take defaults.
+type Options struct {
+	Engine         Engine
+	Store          switchboard.WorkspaceStore // nil: workspaces are not recorded
+	ImagePython    string
+	ImageNode      string
+	SessionTimeout time.Duration // idle time before a session is stopped; default 30m
+	MaxSessions    int           // per project; default 10
+	DefaultTimeout time.Duration // of one execution; default 30s
+	MaxTimeout     time.Duration // default 5m
+	OutputLimit    int           // bytes kept of stdout and of stderr; default 1 MiB
+	Network        string        // "" = none
+	Volumes        []Volume
+	// SweepInterval is how often idle sessions are looked for; default a
+	// tenth of SessionTimeout, at most 1m. Tests shorten it.
+	SweepInterval time.Duration
+	// KillGrace is how long an execution may outlive its timeout (output
+	// still draining) before it is abandoned; default 5s.
+	KillGrace time.Duration
+	// SupervisorWait bounds the wait for a new session's supervisor to
+	// greet; default 15s. Without one, executions use docker exec.
+	SupervisorWait time.Duration
+	// MaxFileBytes caps each file an execution writes (RLIMIT_FSIZE);
+	// default the flavor's memory size (1, 2 or 4 GiB).
+	MaxFileBytes int64
+	// NoSupervisor makes every execution a docker exec (for comparison).
+	NoSupervisor bool
+	Logger       *slog.Logger
+}
+
+// Service runs sandbox sessions for every project. Its tools are served
+// per project through Tools(project).
+type Service struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // by id
+	pending  map[string]int      // sessions being created, per project
+	closed   bool
+
+	wsMu sync.Mutex // serializes attach, detach, snapshot and restore
+
+	info engine.Info // cached once known (NCPU > 0)
+
+	probe    Status    // the last engine probe for Status
+	probedAt time.Time // when; zero: never
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// session is one running container.
+type session struct {
+	id, project      string
+	template, flavor string
+	image            string
+	containerID      string
+	workspaceID      string
+	volume           string
+	createdAt        time.Time
+	exec             sync.RWMutex // executions share it; snapshot and stop take it alone
+	mu               sync.Mutex   // guards the fields below
+	lastUsed         time.Time
+	agentSession     string
+	attachedBy       string      // the agent session holding it through attach_workspace; "" none
+	supMu            sync.Mutex  // guards sup
+	sup              *supervisor // nil: executions use docker exec
+	running          int
+	stopped          bool
+}
+
+// New returns a Service and starts its idle sweeper; Close stops both.
+func New(opts Options) *Service {
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 10
+	}
+	if opts.DefaultTimeout <= 0 {
+		opts.DefaultTimeout = 30 * time.Second
+	}
+	if opts.MaxTimeout <= 0 {
+		opts.MaxTimeout = 5 * time.Minute
+	}
+	if opts.DefaultTimeout > opts.MaxTimeout {
+		opts.DefaultTimeout = opts.MaxTimeout
+	}
+	if opts.OutputLimit <= 0 {
+		opts.OutputLimit = 1 << 20
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = min(opts.SessionTimeout/10, time.Minute)
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 5 * time.Second
+	}
+	if opts.SupervisorWait <= 0 {
+		opts.SupervisorWait = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, ctx: ctx, cancel: cancel}
+	s.wg.Go(s.sweep)
+	return s
+}
+
+// Reap removes session containers a previous run of this gateway
+// instance left behind (after a crash): their sessions are gone, their
+// workspaces stay. Errors: the engine's.
+func (s *Service) Reap(ctx context.Context) error {
+	removed, err := s.opts.Engine.Reap(ctx, map[string]string{engine.LabelKind: KindSession}, func(st engine.State) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, x := range s.sessions {
+			if x.containerID == st.ID {
+				return true
+			}
+		}
+		return false
+	})
+	if len(removed) > 0 {
+		s.log.Info("sandbox: removed session containers left by a previous run", "containers", len(removed))
+	}
+	return err
+}
+
+// Close stops every session (containers removed, workspaces kept) and
+// the sweeper. It is idempotent.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	list := make([]*session, 0, len(s.sessions))
+	for _, x := range s.sessions {
+		list = append(list, x)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	var wg sync.WaitGroup
+	errs := make([]error, len(list))
+	for i, x := range list {
+		wg.Go(func() { errs[i] = s.stop(ctx, x, "gateway shutdown") })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sweep stops sessions idle longer than SessionTimeout.
+func (s *Service) sweep() {
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var idle []*session
+		s.mu.Lock()
+		for _, x := range s.sessions {
+			x.mu.Lock()
+			if x.running == 0 && now.Sub(x.lastUsed) >= s.opts.SessionTimeout {
+				idle = append(idle, x)
+			}
+			x.mu.Unlock()
+		}
+		s.mu.Unlock()
+		for _, x := range idle {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+			if err := s.stop(ctx, x, "idle"); err != nil {
+				s.log.Warn("sandbox: stopping an idle session", "session", x.id, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// newID returns a random identifier with prefix p.
+func newID(p string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return p + hex.EncodeToString(b[:])
+}
+
+// lookup returns project's session id. Errors: ErrNotFound (-32602),
+// for an unknown id and for another project's alike.
+func (s *Service) lookup(project, id string) (*session, error) {
+	s.mu.Lock()
+	x, ok := s.sessions[id]
+	s.mu.Unlock()
+	if !ok || x.project != project {
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+	}
+	return x, nil
+}
+
+// engineInfo asks the engine once what it offers (runtimes, CPUs, memory).
+func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
+	s.mu.Lock()
+	done := s.info.NCPU > 0
+	info := s.info
+	s.mu.Unlock()
+	if done {
+		return info, nil
+	}
+	info, err := s.opts.Engine.Info(ctx)
+	if err != nil {
+		return info, engineError(err)
+	}
+	s.mu.Lock()
+	s.info = info
+	s.mu.Unlock()
+	return info, nil
+}
+
+// flavorLimits are the resources of a flavor, capped by the machine.
+type flavorLimits struct {
+	nanoCPUs, memory, pids int64
+	fileBytes              int64 // largest file one execution may write
+	tmpfs                  string
+}
+
+func limitsFor(flavor string, info engine.Info) flavorLimits {
+	cpus, gib, pids := int64(1), int64(1), int64(128)
+	switch flavor {
+	case "medium":
+		cpus, gib, pids = 2, 2, 256
+	case "large":
+		cpus, gib, pids = 4, 4, 512
+	}
+	if info.NCPU > 0 && cpus > int64(info.NCPU) {
+		cpus = int64(info.NCPU)
+	}
+	mem := gib << 30
+	if info.MemTotal > 0 && mem > info.MemTotal/2 {
+		mem = info.MemTotal / 2
+	}
+	tmp := mem / 8
+	return flavorLimits{nanoCPUs: cpus * 1e9, memory: mem, pids: pids, fileBytes: gib << 30, tmpfs: fmt.Sprintf("rw,nosuid,nodev,size=%d", tmp)}
+}
+
+// fileBytes is the largest file one execution of a flavor may write.
+func (s *Service) fileBytes(flavor string) int64 {
+	if s.opts.MaxFileBytes > 0 {
+		return s.opts.MaxFileBytes
+	}
+	return limitsFor(flavor, engine.Info{}).fileBytes
+}
+
+func (s *Service) imageFor(template string) (ref, variable string) {
+	if template == "node" {
+		return s.opts.ImageNode, "MCP_SERVER_SANDBOX_IMAGE_NODE"
+	}
+	return s.opts.ImagePython, "MCP_SERVER_SANDBOX_IMAGE_PYTHON"
+}
+
+// create starts a new session for project. Errors: ErrResourceLimit
+// (the project's cap), ErrConfig (engine or image missing), ErrInternal.
+func (s *Service) create(ctx context.Context, project, agent, template, flavor string) (*session, error) {
+	return s.createOn(ctx, project, agent, template, flavor, "")
+}
+
+// createOn starts a session on workspace wsID, or on a new workspace
+// when wsID is "".
+func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
+	if template == "" {
+		template = "python"
+	}
+	if flavor == "" {
+		flavor = "small"
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+	}
+	n := s.pending[project]
+	for _, x := range s.sessions {
+		if x.project == project {
+			n++
+		}
+	}
+	if n >= s.opts.MaxSessions {
+		s.mu.Unlock()
+		return nil, switchboard.Errorf(switchboard.ErrResourceLimit, "this project has %d sandbox sessions open, the limit (MCP_SERVER_SANDBOX_MAX_SESSIONS); stop one with stop_session or reuse one with session_id", n)
+	}
+	s.pending[project]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.pending[project]--
+		s.mu.Unlock()
+	}()
+
+	info, err := s.engineInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	image, variable := s.imageFor(template)
+	now := time.Now()
+	x := &session{id: newID("sb-"), project: project, template: template, flavor: flavor, image: image,
+		createdAt: now, lastUsed: now, agentSession: agent}
+	if wsID != "" {
+		x.workspaceID, x.volume = wsID, volumeFor(wsID)
+	} else if err := s.newWorkspace(ctx, x); err != nil {
+		return nil, err
+	}
+	drop := func() {
+		if wsID == "" {
+			s.dropWorkspace(x)
+		}
+	}
+	lim := limitsFor(flavor, info)
+	spec := engine.Spec{
+		Name:         "switchboard-" + x.id,
+		Image:        image,
+		Cmd:          supervisorCmd(s.fileBytes(flavor)),
+		Stdin:        true,
+		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
+		WorkingDir:   "/workspace",
+		Env:          []string{"HOME=/workspace", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
+		Labels:       map[string]string{engine.LabelKind: KindSession, engine.LabelOwner: x.id, LabelProject: project},
+		NanoCPUs:     lim.nanoCPUs,
+		MemoryBytes:  lim.memory,
+		PidsLimit:    lim.pids,
+		Network:      s.opts.Network,
+		ReadOnlyRoot: true,
+		Tmpfs:        map[string]string{"/tmp": lim.tmpfs},
+		Mounts:       []engine.Mount{{Volume: x.volume, Target: "/workspace"}},
+		StopTimeout:  time.Second,
+	}
+	for _, v := range s.opts.Volumes {
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	if slices.Contains(info.Runtimes, "runsc") {
+		spec.Runtime = "runsc"
+	}
+	id, err := s.opts.Engine.Create(ctx, spec)
+	if err != nil {
+		drop()
+		if errors.Is(err, switchboard.ErrNotFound) {
+			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", image, template, variable)
+		}
+		return nil, engineError(err)
+	}
+	x.containerID = id
+	stream, err := s.opts.Engine.Attach(ctx, id)
+	if err == nil {
+		err = s.opts.Engine.Start(ctx, id)
+		if err != nil {
+			_ = stream.Close()
+		}
+	}
+	if err == nil {
+		x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+		if x.sup == nil {
+			s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", image)
+		}
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = s.opts.Engine.Remove(rctx, id)
+		cancel()
+		drop()
+		return nil, engineError(err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = s.opts.Engine.Remove(rctx, id)
+		cancel()
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+	}
+	s.sessions[x.id] = x
+	s.mu.Unlock()
+	s.touchWorkspace(x, "running")
+	s.log.Info("sandbox: session started", "project", project, "sandbox_session", x.id, "template", template, "flavor", flavor, "runtime", orDefault(spec.Runtime, "runc"), "workspace", x.workspaceID)
+	return x, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// stop removes x's container and forgets x; its workspace stays.
+func (s *Service) stop(ctx context.Context, x *session, why string) error {
+	x.mu.Lock()
+	if x.stopped {
+		x.mu.Unlock()
+		return nil
+	}
+	x.stopped = true
+	x.mu.Unlock()
+	err := s.opts.Engine.Remove(ctx, x.containerID)
+	if err != nil {
+		// Still there: let Close (or a later stop) try again.
+		x.mu.Lock()
+		x.stopped = false
+		x.mu.Unlock()
+		return engineError(err)
+	}
+	x.supMu.Lock()
+	if x.sup != nil {
+		x.sup.close()
+	}
+	x.supMu.Unlock()
+	s.mu.Lock()
+	delete(s.sessions, x.id)
+	s.mu.Unlock()
+	s.touchWorkspace(x, "ready")
+	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
+	return nil
+}
+
+// engineError turns an engine failure into what a client may see.
+func engineError(err error) error {
+	switch {
+	case errors.Is(err, switchboard.ErrUnavailable):
+		return switchboard.Errorf(switchboard.ErrConfig, "sandbox: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address")
+	case errors.Is(err, switchboard.ErrConfig):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):
+		return switchboard.Errorf(switchboard.ErrCanceled, "sandbox: the call was cancelled")
+	}
+	return switchboard.Errorf(switchboard.ErrInternal, "sandbox: the Docker engine failed: %s", switchboard.Message(err))
+}
+
+// Result is the outcome of one execution, as execute_code and
+// execute_command return it.
+type Result struct {
+	SessionID       string `json:"session_id"`
+	SessionCreated  bool   `json:"session_created"`
+	Template        string `json:"template"`
+	Flavor          string `json:"flavor"`
+	WorkspaceID     string `json:"workspace_id,omitempty"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	ExitCode        *int   `json:"exit_code"`
+	ExecutionTimeMS int64  `json:"execution_time_ms"`
+	TimedOut        bool   `json:"timed_out"`
+	Success         bool   `json:"success"`
+}
+
+// execute runs r for project, in r's session or a new one.
+func (s *Service) execute(ctx context.Context, project, agent string, r request, progress func(stream, chunk string)) (Result, error) {
+	var x *session
+	created := false
+	if r.hasSession {
+		var err error
+		if x, err = s.lookup(project, r.sessionID); err != nil {
+			return Result{}, err
+		}
+		x.mu.Lock()
+		holder := x.attachedBy
+		x.mu.Unlock()
+		if holder != "" && agent != holder {
+			return Result{}, switchboard.Errorf(switchboard.ErrConflict, "%s: workspace %s of session %s is attached to agent session %s; wait until it detaches (detach_workspace) or its MCP session ends", r.tool, x.workspaceID, x.id, holder)
+		}
+		if r.flavor != "" && r.flavor != x.flavor {
+			return Result{}, invalid("%s: session %s is flavor %s; a session's flavor cannot change (omit flavor, or omit session_id to start a %s session)", r.tool, x.id, x.flavor, r.flavor)
+		}
+		if r.tool == ToolExecuteCommand && r.template != "" && r.template != x.template {
+			return Result{}, invalid("%s: session %s was started with template %s; omit template, or omit session_id to start a %s session", r.tool, x.id, x.template, r.template)
+		}
+	} else {
+		var err error
+		if x, err = s.create(ctx, project, agent, r.template, r.flavor); err != nil {
+			return Result{}, err
+		}
+		created = true
+	}
+	x.exec.RLock()
+	defer x.exec.RUnlock()
+	x.mu.Lock()
+	if x.stopped {
+		x.mu.Unlock()
+		return Result{}, switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q was stopped", x.id)
+	}
+	x.running++
+	x.lastUsed = time.Now()
+	if agent != "" {
+		x.agentSession = agent
+	}
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		x.running--
+		x.lastUsed = time.Now()
+		x.mu.Unlock()
+		s.touchWorkspace(x, "")
+	}()
+
+	res := Result{SessionID: x.id, SessionCreated: created, Template: x.template, Flavor: x.flavor, WorkspaceID: x.workspaceID}
+	if r.tool == ToolExecuteCode {
+		res.Template = orDefault(r.template, "python")
+	}
+	out := &capped{limit: s.opts.OutputLimit}
+	errw := &capped{limit: s.opts.OutputLimit}
+	if progress != nil {
+		out.onWrite = func(b []byte) { progress("stdout", string(b)) }
+		errw.onWrite = func(b []byte) { progress("stderr", string(b)) }
+	}
+	if sup, err := s.supervisorOf(ctx, x); err != nil {
+		return Result{}, err
+	} else if sup != nil && !s.opts.NoSupervisor {
+		return s.superviseExec(ctx, x, sup, r, res, out, errw)
+	}
+	execID := newID("")
+	secs := fmt.Sprintf("%.3f", r.timeout.Seconds())
+	// The wrapper records its pid (= the process group timeout makes) for
+	// a cancellation, enters working_dir, then becomes timeout, which
+	// kills its whole process group when the time is up.
+	// ulimit -f caps each file written (in 512-byte blocks): volumes have
+	// no quota, so one runaway write cannot fill the host's disk.
+	script := `mkdir -p /tmp/.switchboard 2>/dev/null; echo $$ > /tmp/.switchboard/` + execID + `; ulimit -f "$2"; cd -- "$1" || exit 126; shift 2; exec timeout -s KILL "$@"`
+	blocks := strconv.FormatInt(s.fileBytes(x.flavor)/512, 10)
+	spec := engine.ExecSpec{
+		Cmd:    append([]string{"sh", "-c", script, "sh", r.workingDir, blocks, secs}, r.argv...),
+		Env:    r.env,
+		Stdout: out,
+		Stderr: errw,
+	}
+	if r.stdin != nil {
+		spec.Stdin = strings.NewReader(*r.stdin)
+	}
+	ectx, cancel := context.WithTimeout(ctx, r.timeout+s.opts.KillGrace)
+	defer cancel()
+	start := time.Now()
+	code, err := s.opts.Engine.Exec(ectx, x.containerID, spec)
+	elapsed := time.Since(start)
+	res.ExecutionTimeMS = elapsed.Milliseconds()
+	if err != nil {
+		// The call was cancelled, or output kept flowing past the
+		// timeout (a process escaped the group): kill what is left.
+		s.killGroup(x, execID)
+		if ctx.Err() != nil {
+			return Result{}, switchboard.Errorf(switchboard.ErrCanceled, "%s: cancelled; every process of the call was killed", r.tool)
+		}
+		if ectx.Err() == nil {
+			return Result{}, engineError(err)
+		}
+		res.TimedOut = true
+	} else if (code == 137 || code == 124) && elapsed >= r.timeout {
+		res.TimedOut = true
+	} else {
+		res.ExitCode = &code
+		res.Success = code == 0
+	}
+	res.Stdout, res.StdoutTruncated, res.StdoutBytes = out.result()
+	res.Stderr, res.StderrTruncated, res.StderrBytes = errw.result()
+	return res, nil
+}
+
+// killGroup kills the process group of execution execID, if any is left.
+func (s *Service) killGroup(x *session, execID string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	f := "/tmp/.switchboard/" + execID
+	_, err := s.opts.Engine.Exec(ctx, x.containerID, engine.ExecSpec{
+		Cmd:    []string{"sh", "-c", `p=$(cat "$1" 2>/dev/null) && kill -KILL "-$p" 2>/dev/null; rm -f "$1"`, "sh", f},
+		Stdout: io.Discard, Stderr: io.Discard,
+	})
+	if err != nil {
+		s.log.Warn("sandbox: killing a cancelled execution", "sandbox_session", x.id, "err", err)
+	}
+}
+
+// capped keeps the first limit bytes written and counts the rest.
+type capped struct {
+	mu      sync.Mutex
+	limit   int
+	buf     []byte
+	total   int64
+	onWrite func([]byte)
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += int64(len(p))
+	if room := c.limit - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	}
+	if c.onWrite != nil {
+		c.onWrite(p)
+	}
+	return len(p), nil
+}
+
+func (c *capped) result() (string, bool, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.buf
+	trunc := c.total > int64(len(b))
+	if trunc {
+		// Cut at a rune boundary, not mid-character.
+		for i := 0; i < 3 && len(b) > 0 && b[len(b)-1]&0xC0 == 0x80; i++ {
+			b = b[:len(b)-1]
+		}
+		if len(b) > 0 && b[len(b)-1] >= 0xC0 {
+			b = b[:len(b)-1]
+		}
+	}
+	return string(b), trunc, c.total
+}
+
+// agent is the agent session x belongs to: the one attached, else the
+// last one that used it. Callers hold x.mu.
+func (x *session) agent() string {
+	if x.attachedBy != "" {
+		return x.attachedBy
+	}
+	return x.agentSession
+}
+
+// SessionInfo describes one session, as get_sessions lists it.
+type SessionInfo struct {
+	SessionID      string    `json:"session_id"`
+	Project        string    `json:"-"`
+	Template       string    `json:"template"`
+	Flavor         string    `json:"flavor"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	AgentSessionID string    `json:"agent_session_id"`
+	WorkspaceID    string    `json:"workspace_id"`
+	Volume         string    `json:"volume"`
+}
+
+func (x *session) describe() SessionInfo {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	status := "idle"
+	if x.running > 0 {
+		status = "running"
+	}
+	return SessionInfo{SessionID: x.id, Project: x.project, Template: x.template, Flavor: x.flavor, Status: status,
+		CreatedAt: x.createdAt.UTC(), LastUsedAt: x.lastUsed.UTC(), AgentSessionID: x.agent(),
+		WorkspaceID: x.workspaceID, Volume: x.volume}
+}
+
+// Sessions lists project's sessions, oldest first ("" lists every
+// project's).
+func (s *Service) Sessions(project string) []SessionInfo {
+	s.mu.Lock()
+	var list []*session
+	for _, x := range s.sessions {
+		if project == "" || x.project == project {
+			list = append(list, x)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]SessionInfo, len(list))
+	for i, x := range list {
+		out[i] = x.describe()
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// StopSession stops project's session id. Errors: ErrNotFound.
+func (s *Service) StopSession(ctx context.Context, project, id string) (SessionInfo, error) {
+	x, err := s.lookup(project, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	info := x.describe()
+	// Running executions are killed with the container; waiting for
+	// them would let a runaway call hold the stop.
+	return info, s.stop(ctx, x, "stop_session")
+}
+
+// jsonResult renders v as a tool result: the same JSON as text content
+// and as structuredContent.
+func jsonResult(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{
+		"content":           []map[string]any{{"type": "text", "text": string(b)}},
+		"structuredContent": json.RawMessage(b),
+		"isError":           false,
+	})
+}
+
+// superviseExec runs r through x's supervisor.
+func (s *Service) superviseExec(ctx context.Context, x *session, sup *supervisor, r request, res Result, out, errw *capped) (Result, error) {
+	env := make(map[string]string, len(r.env))
+	for _, kv := range r.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ectx, cancel := context.WithTimeout(ctx, r.timeout+s.opts.KillGrace)
+	defer cancel()
+	start := time.Now()
+	ex, err := sup.run(ectx, r.argv, r.workingDir, env, r.stdin, r.timeout, out, errw)
+	res.ExecutionTimeMS = time.Since(start).Milliseconds()
+	switch {
+	case err == nil && ex.timedOut:
+		res.TimedOut = true
+	case err == nil:
+		res.ExitCode = &ex.code
+		res.Success = ex.code == 0
+	case ctx.Err() != nil:
+		return Result{}, switchboard.Errorf(switchboard.ErrCanceled, "%s: cancelled; every process of the call was killed", r.tool)
+	case ectx.Err() != nil:
+		res.TimedOut = true
+	default:
+		return Result{}, switchboard.Errorf(switchboard.ErrInternal, "%s: the session's supervisor ended (a program killed it, or ran out of memory); its processes were stopped, and the next call restarts the session's container with its files", r.tool)
+	}
+	res.Stdout, res.StdoutTruncated, res.StdoutBytes = out.result()
+	res.Stderr, res.StderrTruncated, res.StderrBytes = errw.result()
+	return res, nil
+}
+
+// supervisorOf returns x's live supervisor. One that died (killed by a
+// program, or out of memory) took the container's main process with it:
+// the container is started again, with the same workspace, and a new
+// supervisor. nil means x uses docker exec.
+func (s *Service) supervisorOf(ctx context.Context, x *session) (*supervisor, error) {
+	x.supMu.Lock()
+	defer x.supMu.Unlock()
+	if x.sup == nil || x.sup.alive() {
+		return x.sup, nil
+	}
+	x.sup.close()
+	x.sup = nil
+	s.log.Warn("sandbox: the session's supervisor ended; restarting its container", "sandbox_session", x.id)
+	stream, err := s.opts.Engine.Attach(ctx, x.containerID)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	if err := s.opts.Engine.Start(ctx, x.containerID); err != nil {
+		_ = stream.Close()
+		return nil, engineError(err)
+	}
+	x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+	return x.sup, nil
+}

@@ -1,0 +1,323 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+)
+
+// Workspace statuses in the store.
+const (
+	WorkspaceReady    = "ready"    // files kept, no container
+	WorkspaceRunning  = "running"  // a session's container is up on it
+	WorkspaceSnapshot = "snapshot" // a frozen copy, restorable
+)
+
+// WorkspaceInfo describes one workspace or snapshot.
+type WorkspaceInfo struct {
+	WorkspaceID    string    `json:"workspace_id"`
+	Status         string    `json:"status"`
+	Volume         string    `json:"volume"`
+	AgentSessionID string    `json:"agent_session_id"`
+	SessionID      string    `json:"session_id,omitempty"` // the live sandbox session on it
+	SnapshotOf     string    `json:"snapshot_of,omitempty"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+var errNoStore = switchboard.Errorf(switchboard.ErrConfig, "sandbox: workspaces need the gateway's store")
+
+// workspaceRow returns project's workspace (or snapshot) id. Errors:
+// ErrNotFound for an unknown id and for another project's alike.
+func (s *Service) workspaceRow(ctx context.Context, project, id, kind string) (switchboard.Workspace, workspaceConfig, error) {
+	var cfg workspaceConfig
+	if s.opts.Store == nil {
+		return switchboard.Workspace{}, cfg, errNoStore
+	}
+	w, err := s.opts.Store.GetWorkspace(ctx, id)
+	isSnap := w.Status == WorkspaceSnapshot
+	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace || isSnap != (kind == WorkspaceSnapshot) {
+		if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+			return w, cfg, switchboard.Errorf(switchboard.ErrInternal, "sandbox: reading workspace %s failed", id)
+		}
+		what := "workspace"
+		if kind == WorkspaceSnapshot {
+			what = "snapshot"
+		}
+		return w, cfg, switchboard.Errorf(switchboard.ErrNotFound, "%s not found: %q is not a %s of this project", what, id, what)
+	}
+	_ = json.Unmarshal(w.Config, &cfg)
+	if cfg.Volume == "" {
+		cfg.Volume = volumeFor(w.ID)
+	}
+	return w, cfg, nil
+}
+
+// liveOn returns the session running on workspace id, if any.
+func (s *Service) liveOn(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.sessions {
+		if x.workspaceID == id {
+			return x
+		}
+	}
+	return nil
+}
+
+// Workspaces lists project's workspaces and snapshots.
+func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceInfo, error) {
+	if s.opts.Store == nil {
+		return nil, errNoStore
+	}
+	rows, err := s.opts.Store.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerWorkspace})
+	if err != nil {
+		return nil, switchboard.Errorf(switchboard.ErrInternal, "sandbox: listing workspaces failed")
+	}
+	out := []WorkspaceInfo{}
+	for _, w := range rows {
+		var cfg workspaceConfig
+		_ = json.Unmarshal(w.Config, &cfg)
+		info := WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeFor(w.ID), AgentSessionID: w.AgentSessionID,
+			SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}
+		if x := s.liveOn(w.ID); x != nil {
+			info.SessionID = x.id
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Attach binds workspace id to agent session agent, exclusively, and
+// returns the sandbox session running on it (started when none is).
+// Errors: ErrNotFound, ErrConflict naming the agent session holding it,
+// and those of starting a session.
+func (s *Service) Attach(ctx context.Context, project, agent, id, template, flavor string) (SessionInfo, error) {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	w, cfg, err := s.workspaceRow(ctx, project, id, "")
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	x := s.liveOn(id)
+	if x != nil {
+		x.mu.Lock()
+		holder := x.attachedBy
+		if holder != "" && holder != agent {
+			x.mu.Unlock()
+			return SessionInfo{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s; it must detach (detach_workspace) or end its MCP session first", id, holder)
+		}
+		x.attachedBy = agent
+		x.lastUsed = time.Now()
+		x.mu.Unlock()
+	} else {
+		if template == "" {
+			template = cfg.Template
+		}
+		if flavor == "" {
+			flavor = cfg.Flavor
+		}
+		if x, err = s.createOn(ctx, project, agent, template, flavor, id); err != nil {
+			return SessionInfo{}, err
+		}
+		x.mu.Lock()
+		x.attachedBy = agent
+		x.mu.Unlock()
+	}
+	if w.AgentSessionID != agent {
+		s.log.Info("sandbox: workspace attached", "project", project, "workspace", id, "agent_session", agent, "previous_agent_session", w.AgentSessionID)
+	}
+	s.touchWorkspace(x, WorkspaceRunning)
+	return x.describe(), nil
+}
+
+// Detach releases workspace id: its session stops (processes end, the
+// container goes), its files stay. Errors: ErrNotFound, ErrConflict when
+// another agent session holds it and agent is not "" (the API's
+// administrative detach passes "").
+func (s *Service) Detach(ctx context.Context, project, agent, id string) (WorkspaceInfo, error) {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	w, _, err := s.workspaceRow(ctx, project, id, "")
+	if err != nil {
+		return WorkspaceInfo{}, err
+	}
+	if x := s.liveOn(id); x != nil {
+		x.mu.Lock()
+		holder := x.attachedBy
+		x.mu.Unlock()
+		if agent != "" && holder != "" && holder != agent {
+			return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s, not to this one", id, holder)
+		}
+		if err := s.stop(ctx, x, "detach"); err != nil {
+			return WorkspaceInfo{}, err
+		}
+	}
+	w, err = s.opts.Store.GetWorkspace(ctx, id)
+	if err == nil && (w.AgentSessionID != "" || w.Status != WorkspaceReady) {
+		w.AgentSessionID, w.Status, w.ContainerID = "", WorkspaceReady, ""
+		w, err = s.opts.Store.UpdateWorkspace(ctx, w)
+	}
+	if err != nil {
+		return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: updating workspace %s failed", id)
+	}
+	return WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeFor(w.ID), LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}, nil
+}
+
+// SessionEnded detaches, in the background, every workspace agent
+// session agent of project holds: the client went away, so another may
+// attach. The returned channel closes when that is done.
+func (s *Service) SessionEnded(project, agent string) <-chan struct{} {
+	done := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if agent == "" || s.closed {
+		close(done)
+		return done
+	}
+	var held []string
+	for _, x := range s.sessions {
+		x.mu.Lock()
+		if x.project == project && x.attachedBy == agent {
+			held = append(held, x.workspaceID)
+		}
+		x.mu.Unlock()
+	}
+	s.wg.Go(func() {
+		defer close(done)
+		for _, id := range held {
+			// Not s.ctx: Close waits for this, and a detach cut short
+			// would leave the container to Close anyway.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+			if _, err := s.Detach(ctx, project, "", id); err != nil {
+				s.log.Warn("sandbox: detaching the workspace of an ended MCP session", "workspace", id, "err", err)
+			} else {
+				s.log.Info("sandbox: workspace detached: its MCP session ended", "project", project, "workspace", id, "agent_session", agent)
+			}
+			cancel()
+		}
+	})
+	return done
+}
+
+// Snapshot copies workspace id into a new snapshot, pausing its session
+// (if one runs) so the copy is consistent. Errors: ErrNotFound, the
+// engine's.
+func (s *Service) Snapshot(ctx context.Context, project, id string) (WorkspaceInfo, error) {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	w, cfg, err := s.workspaceRow(ctx, project, id, "")
+	if err != nil {
+		return WorkspaceInfo{}, err
+	}
+	if x := s.liveOn(id); x != nil {
+		if err := s.opts.Engine.Pause(ctx, x.containerID); err != nil {
+			return WorkspaceInfo{}, engineError(err)
+		}
+		defer func() {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := s.opts.Engine.Unpause(uctx, x.containerID); err != nil {
+				s.log.Error("sandbox: unpausing a session after a snapshot", "sandbox_session", x.id, "err", err)
+			}
+		}()
+	}
+	return s.copyInto(ctx, w, cfg, WorkspaceSnapshot, workspaceConfig{SnapshotOf: id, Template: cfg.Template, Flavor: cfg.Flavor})
+}
+
+// Restore makes a new workspace (status ready) holding exactly snapshot
+// snap's files. Errors: ErrNotFound, the engine's.
+func (s *Service) Restore(ctx context.Context, project, snap string) (WorkspaceInfo, error) {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	w, cfg, err := s.workspaceRow(ctx, project, snap, WorkspaceSnapshot)
+	if err != nil {
+		return WorkspaceInfo{}, err
+	}
+	return s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor})
+}
+
+// copyInto creates a workspace row with status and a volume holding a
+// copy of from's volume.
+func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, fromCfg workspaceConfig, status string, cfg workspaceConfig) (WorkspaceInfo, error) {
+	raw, _ := json.Marshal(cfg)
+	w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
+		ProjectID: from.ProjectID, ContainerType: switchboard.ContainerWorkspace, Image: from.Image, Config: raw,
+		Status: "creating", Provider: "docker", LastUsedAt: time.Now(),
+	})
+	if err != nil {
+		return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed")
+	}
+	cfg.Volume = volumeFor(w.ID)
+	fail := func(err error) (WorkspaceInfo, error) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = s.opts.Engine.RemoveVolume(dctx, cfg.Volume)
+		_ = s.opts.Store.DeleteWorkspace(dctx, w.ID)
+		return WorkspaceInfo{}, err
+	}
+	if err := s.opts.Engine.CreateVolume(ctx, cfg.Volume, map[string]string{engine.LabelKind: KindWorkspace, engine.LabelOwner: w.ID, LabelProject: w.ProjectID}); err != nil {
+		return fail(engineError(err))
+	}
+	if err := s.copyVolume(ctx, fromCfg.Volume, cfg.Volume, from.ProjectID); err != nil {
+		return fail(err)
+	}
+	raw, _ = json.Marshal(cfg)
+	w.Config, w.Status = raw, status
+	if w, err = s.opts.Store.UpdateWorkspace(ctx, w); err != nil {
+		return fail(switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed"))
+	}
+	s.log.Info("sandbox: workspace copied", "from", from.ID, "to", w.ID, "status", status)
+	return WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: cfg.Volume, SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}, nil
+}
+
+// copyVolume copies volume src into the empty volume dst with a helper
+// container of the sandbox image, as the sandbox user (every file in a
+// workspace is that user's), with no network and no capabilities.
+func (s *Service) copyVolume(ctx context.Context, src, dst, project string) error {
+	id, err := s.opts.Engine.Create(ctx, engine.Spec{
+		Image:        s.opts.ImagePython,
+		Cmd:          []string{"cp", "-a", "/src/.", "/workspace/"},
+		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
+		Labels:       map[string]string{engine.LabelKind: "helper", LabelProject: project},
+		ReadOnlyRoot: true,
+		Mounts:       []engine.Mount{{Volume: src, Target: "/src", ReadOnly: true}, {Volume: dst, Target: "/workspace"}},
+		NanoCPUs:     1e9,
+		MemoryBytes:  512 << 20,
+		StopTimeout:  time.Second,
+	})
+	if err != nil {
+		if errors.Is(err, switchboard.ErrNotFound) {
+			return switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q is not in the Docker engine: run `switchboard sandbox build-image`, then set MCP_SERVER_SANDBOX_IMAGE_PYTHON", s.opts.ImagePython)
+		}
+		return engineError(err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = s.opts.Engine.Remove(rctx, id)
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	exit := s.opts.Engine.WaitNextExit(wctx, id)
+	if err := s.opts.Engine.Start(ctx, id); err != nil {
+		return engineError(err)
+	}
+	select {
+	case ex := <-exit:
+		if ex.Err != nil {
+			return engineError(ex.Err)
+		}
+		if ex.Code != 0 {
+			return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (cp exited %d)", ex.Code)
+		}
+	case <-wctx.Done():
+		return engineError(wctx.Err())
+	}
+	return nil
+}

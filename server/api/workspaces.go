@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Sandbox is the gateway's sandbox as the API sees it: the workspace
+// registry's operations and the per-project switch of the sandbox tools.
+// Results are rendered as JSON as they are.
+type Sandbox interface {
+	// Workspace runs op ("list", "attach", "detach", "snapshot",
+	// "restore") on workspace (or snapshot) id of project; agent is the
+	// agent session an attach records. Errors: ErrNotFound, ErrConflict
+	// (held by another agent session, named), ErrInvalid, ErrConfig.
+	Workspace(ctx context.Context, op, project, id, agent string) (any, error)
+	// SandboxEnabled and SetSandboxEnabled read and switch whether
+	// project's endpoint serves the sandbox tools.
+	SandboxEnabled(project string) bool
+	SetSandboxEnabled(project string, on bool)
+}
+
+var workspaceID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func (a *API) sandboxRoutes(p string) []route {
+	return []route{
+		{method: "GET", path: p + "/sandbox", fn: a.getSandbox},
+		{method: "PUT", path: p + "/sandbox", fn: a.putSandbox},
+		{method: "GET", path: p + "/workspaces", fn: a.workspaceOp("list")},
+		{method: "POST", path: p + "/workspaces/{id}/attach", fn: a.workspaceOp("attach")},
+		{method: "POST", path: p + "/workspaces/{id}/detach", fn: a.workspaceOp("detach")},
+		{method: "POST", path: p + "/workspaces/{id}/snapshot", fn: a.workspaceOp("snapshot")},
+		{method: "POST", path: p + "/snapshots/{id}/restore", fn: a.workspaceOp("restore")},
+	}
+}
+
+func (a *API) sandbox(r *http.Request) (string, error) {
+	p := r.PathValue("project")
+	if a.opts.Sandbox == nil {
+		return p, switchboard.Errorf(switchboard.ErrNotFound, "this gateway runs without the sandbox")
+	}
+	if _, err := a.st.GetProject(r.Context(), p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func (a *API) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.sandbox(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"enabled": a.opts.Sandbox.SandboxEnabled(p)})
+	return nil
+}
+
+func (a *API) putSandbox(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.sandbox(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.Enabled == nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, `"enabled" (true or false) is required`)
+	}
+	a.opts.Sandbox.SetSandboxEnabled(p, *in.Enabled)
+	a.log.Info("sandbox tools switched", "project", p, "enabled", *in.Enabled)
+	writeJSON(w, http.StatusOK, map[string]any{"enabled": *in.Enabled})
+	return nil
+}
+
+func (a *API) workspaceOp(op string) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		p, err := a.sandbox(r)
+		if err != nil {
+			return err
+		}
+		id := r.PathValue("id")
+		if op != "list" && !workspaceID.MatchString(id) {
+			return switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
+		}
+		var agent string
+		if op == "attach" {
+			var in struct {
+				AgentSessionID string `json:"agent_session_id"`
+			}
+			if err := a.decode(w, r, &in, false); err != nil {
+				return err
+			}
+			if in.AgentSessionID == "" || len(in.AgentSessionID) > 256 {
+				return switchboard.Errorf(switchboard.ErrInvalid, `"agent_session_id" is required: the agent session that holds the workspace (an MCP session id, or a name of yours)`)
+			}
+			agent = in.AgentSessionID
+		}
+		res, err := a.opts.Sandbox.Workspace(r.Context(), op, p, id, agent)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if op == "snapshot" || op == "restore" {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, res)
+		return nil
+	}
+}
