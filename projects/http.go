@@ -12,11 +12,17 @@ import (
 // Handler is the gateway's whole HTTP surface behind the default edge's
 // Origin, Host, CORS and logging layers: api under /api/v1/, each
 // project's MCP endpoint under /projects/{p}/, and the default project's
-// /mcp, /sse and /message with status, health and metrics.
-func (h *Hub) Handler(api http.Handler) http.Handler {
+// /mcp, /sse and /message with status, health and metrics, and the
+// operator console under /ui/ when one is given. The console authorizes
+// nothing itself: it calls the API and the MCP endpoints in process with
+// the browser's own token.
+func (h *Hub) Handler(api http.Handler, console ...http.Handler) http.Handler {
 	def := h.def.edge.Routes()
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", api)
+	if len(console) > 0 && console[0] != nil {
+		mux.Handle("/ui/", console[0])
+	}
 	mux.HandleFunc("/projects/{project}/", h.serveProject)
 	mux.Handle("GET /healthz", def)
 	mux.Handle("GET /readyz", def)

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/console"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/projects"
 	"github.com/switchboard-mcp/switchboard/secrets"
@@ -215,7 +216,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		closeAll(log, cfg, hub, hr, sbox, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
-	srv := &http.Server{Handler: hub.Handler(admin), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	// The console calls the API and the MCP endpoints through the very
+	// handler that serves it, so it is bound once that handler exists.
+	ui := console.New(console.Options{Version: version, Logger: log})
+	root := hub.Handler(admin, ui)
+	ui.Bind(root)
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
 	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {

@@ -1,0 +1,186 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// hostedJSON is what the console shows of the API's hosted status.
+type hostedJSON struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Image         string     `json:"image"`
+	Status        string     `json:"status"`
+	Warning       string     `json:"warning"`
+	LastError     string     `json:"last_error"`
+	Runtime       string     `json:"runtime"`
+	StartedAt     *time.Time `json:"started_at"`
+	UptimeSeconds float64    `json:"uptime_seconds"`
+	RestartCount  int        `json:"restart_count"`
+	CrashCount    int        `json:"crash_count"`
+	LastCrash     *struct {
+		At        time.Time `json:"at"`
+		ExitCode  int       `json:"exit_code"`
+		OOMKilled bool      `json:"oom_killed"`
+	} `json:"last_crash"`
+	NextStartAt *time.Time `json:"next_start_at"`
+	Usage       *struct {
+		CPUPercent  float64 `json:"cpu_percent"`
+		MemoryBytes int64   `json:"memory_bytes"`
+		Pids        int64   `json:"pids"`
+	} `json:"usage"`
+	Limits struct {
+		CPU         float64 `json:"cpu"`
+		MemoryBytes int64   `json:"memory_bytes"`
+	} `json:"limits"`
+	Config struct {
+		Origin string `json:"origin"`
+	} `json:"config"`
+	Stderr string `json:"stderr"`
+}
+
+// Uptime is the container's uptime, rounded for reading.
+func (h hostedJSON) Uptime() string {
+	if h.UptimeSeconds <= 0 {
+		return ""
+	}
+	return (time.Duration(h.UptimeSeconds) * time.Second).String()
+}
+
+// bytesLabel writes a byte count in binary units.
+func bytesLabel(n int64) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+}
+
+type hostedData struct {
+	Servers     []hostedJSON
+	Unavailable string // why the list could not be read (hosted servers off)
+	LogsOf      string
+	Logs        string
+	LogsErr     string
+	Form        map[string]string
+}
+
+var hostedDone = map[string]string{
+	"hosted-register": "Hosted server registered; its container is starting.",
+	"hosted-restart":  "Hosted server restarted.",
+	"hosted-delete":   "Hosted server deleted.",
+}
+
+// apiHosted is the API path of project p's hosted servers.
+func apiHosted(p string) string { return apiProject(p) + "/mcp/servers" }
+
+func (c *Console) hostedPage(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	v := c.newView(w, r, "Hosted", "hosted")
+	v.Flash = hostedDone[r.URL.Query().Get("done")]
+	c.renderHosted(w, r, v, http.StatusOK, nil)
+}
+
+// renderHosted reads the project's hosted servers (and, with ?logs=,
+// one's log tail) through the API and renders the Hosted page.
+func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, status int, form map[string]string) {
+	if _, ok := c.project(w, r, v); !ok {
+		return
+	}
+	p := r.PathValue("project")
+	v.Title = "Hosted · " + p
+	d := hostedData{Form: form}
+	var list struct {
+		Servers []hostedJSON `json:"servers"`
+	}
+	switch rp := c.getJSON(r, apiHosted(p), &list); {
+	case rp.ok():
+		d.Servers = list.Servers
+	case rp.status == http.StatusServiceUnavailable:
+		d.Unavailable = rp.message()
+	default:
+		c.failed(w, r, v, rp)
+		return
+	}
+	if name := r.URL.Query().Get("logs"); name != "" {
+		d.LogsOf = name
+		var logs struct {
+			Logs string `json:"logs"`
+		}
+		if rp := c.getJSON(r, apiHosted(p)+"/"+url.PathEscape(name)+"/logs?tail=200", &logs); rp.ok() {
+			d.Logs = logs.Logs
+		} else {
+			d.LogsErr = rp.message()
+		}
+	}
+	v.Data = d
+	c.render(w, status, "hosted", v)
+}
+
+// hostedAction registers, restarts or deletes a hosted server through
+// the API, then shows the Hosted page again.
+func (c *Console) hostedAction(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	p := r.PathValue("project")
+	if !projectID(p) {
+		c.renderError(w, r, nil, http.StatusNotFound, "Project not found.")
+		return
+	}
+	action := r.PathValue("action")
+	f := r.PostFormValue
+	var rp reply
+	switch action {
+	case "hosted-register":
+		body := strings.TrimSpace(f("registration"))
+		if body == "" {
+			b, _ := json.Marshal(map[string]string{"name": strings.TrimSpace(f("name")), "image": strings.TrimSpace(f("image"))})
+			body = string(b)
+		}
+		if !json.Valid([]byte(body)) {
+			c.hostedFailed(w, r, reply{status: http.StatusBadRequest}, "The registration is not valid JSON: write it as for POST /api/v1/mcp/servers, such as {\"name\": \"notes\", \"image\": \"example/notes-mcp:1.2\"}.")
+			return
+		}
+		rp = c.call(r, http.MethodPost, apiHosted(p), json.RawMessage(body), nil)
+	case "hosted-restart":
+		rp = c.call(r, http.MethodPost, apiHosted(p)+"/"+url.PathEscape(f("name"))+"/restart", nil, nil)
+	case "hosted-delete":
+		q := ""
+		if f("keep_volumes") == "on" {
+			q = "?keep_volumes=true"
+		}
+		rp = c.call(r, http.MethodDelete, apiHosted(p)+"/"+url.PathEscape(f("name"))+q, nil, nil)
+	default:
+		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
+		return
+	}
+	if !rp.ok() {
+		c.hostedFailed(w, r, rp, rp.message())
+		return
+	}
+	http.Redirect(w, r, "/ui/p/"+p+"/hosted?done="+action, http.StatusSeeOther)
+}
+
+func (c *Console) hostedFailed(w http.ResponseWriter, r *http.Request, rp reply, msg string) {
+	if rp.status == http.StatusUnauthorized {
+		c.failed(w, r, nil, rp)
+		return
+	}
+	form := map[string]string{}
+	for _, k := range []string{"name", "image", "registration"} {
+		form[k] = r.PostFormValue(k)
+	}
+	v := c.newView(w, r, "Hosted", "hosted")
+	v.Error = msg
+	c.renderHosted(w, r, v, rp.status, form)
+}

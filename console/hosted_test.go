@@ -1,0 +1,144 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// fakeHosted is a working in-memory hosted service (the real one needs a
+// Docker engine): registrations become running servers.
+type fakeHosted struct {
+	mu      sync.Mutex
+	servers map[string]switchboard.HostedStatus // project/name
+	deleted []string
+}
+
+func (f *fakeHosted) Register(ctx context.Context, project string, reg switchboard.HostedRegistration) (switchboard.HostedStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if reg.Name == "" || reg.Image == "" {
+		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrInvalid, "name and image are required")
+	}
+	st := switchboard.HostedStatus{ID: "h-" + reg.Name, Project: project, Name: reg.Name, Image: reg.Image, Status: switchboard.HostedRunning,
+		UptimeSeconds: 42, Usage: &switchboard.HostedUsage{CPUPercent: 1.5, MemoryBytes: 12 << 20}}
+	f.servers[project+"/"+reg.Name] = st
+	return st, nil
+}
+
+func (f *fakeHosted) List(ctx context.Context, project string) ([]switchboard.HostedStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []switchboard.HostedStatus
+	for _, s := range f.servers {
+		if s.Project == project {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeHosted) Get(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[project+"/"+ref]; ok {
+		return s, nil
+	}
+	return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrNotFound, "hosted server not found")
+}
+
+func (f *fakeHosted) Restart(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
+	s, err := f.Get(ctx, project, ref)
+	if err != nil {
+		return s, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.RestartCount++
+	f.servers[project+"/"+ref] = s
+	return s, nil
+}
+
+func (f *fakeHosted) Delete(ctx context.Context, project, ref string, keepVolumes bool) error {
+	if _, err := f.Get(ctx, project, ref); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.servers, project+"/"+ref)
+	f.deleted = append(f.deleted, ref+map[bool]string{true: " (volumes kept)", false: ""}[keepVolumes])
+	return nil
+}
+
+func (f *fakeHosted) Logs(ctx context.Context, project, ref string, lines int) (string, error) {
+	if _, err := f.Get(ctx, project, ref); err != nil {
+		return "", err
+	}
+	return "listening on stdio\n<b>not markup</b>\n", nil
+}
+
+func (f *fakeHosted) Call(ctx context.Context, project, ref, method string, params json.RawMessage) (json.RawMessage, error) {
+	return nil, switchboard.Errorf(switchboard.ErrUnavailable, "not in the fake")
+}
+
+func TestHostedPage(t *testing.T) {
+	f := &fakeHosted{servers: map[string]switchboard.HostedStatus{}}
+	g := newGateway(t, adminToken, f)
+	b := g.browser(t)
+	b.login(adminToken, "")
+	tok := b.csrf("/ui/p/a/hosted")
+	p := b.post("/ui/p/a/hosted/hosted-register", url.Values{"csrf": {tok}, "name": {"notes"}, "image": {"example/notes:1"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/p/a/hosted?done=hosted-register" {
+		t.Fatalf("register: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	p = b.get("/ui/p/a/hosted?logs=notes")
+	for _, want := range []string{`data-hosted="notes" data-status="running"`, "example/notes:1", "1.5%", "12.0 MiB", "&lt;b&gt;not markup&lt;/b&gt;"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("hosted page lacks %q", want)
+		}
+	}
+	if p := b.post("/ui/p/a/hosted/hosted-restart", url.Values{"csrf": {tok}, "name": {"notes"}}); p.status != http.StatusSeeOther {
+		t.Errorf("restart: %d", p.status)
+	}
+	if s, _ := f.Get(context.Background(), "a", "notes"); s.RestartCount != 1 {
+		t.Errorf("restart count %d, want 1", s.RestartCount)
+	}
+	if p := b.post("/ui/p/a/hosted/hosted-register", url.Values{"csrf": {tok}, "registration": {`{"name": "x"}`}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, "name and image are required") {
+		t.Errorf("bad registration: %d, want 400 with the service's reason", p.status)
+	}
+	if p := b.post("/ui/p/a/hosted/hosted-delete", url.Values{"csrf": {tok}, "name": {"notes"}, "keep_volumes": {"on"}}); p.status != http.StatusSeeOther {
+		t.Errorf("delete: %d", p.status)
+	}
+	if len(f.deleted) != 1 || f.deleted[0] != "notes (volumes kept)" {
+		t.Errorf("deleted %v", f.deleted)
+	}
+
+	// A project token reaches its own project's list, but managing
+	// containers is the admin's; another project's page is 403.
+	pt := g.browser(t)
+	pt.login(g.projectToken(t, "b"), "b")
+	if p := pt.get("/ui/p/b/hosted"); p.status != http.StatusOK {
+		t.Errorf("project token, own hosted page: %d", p.status)
+	}
+	if p := pt.post("/ui/p/b/hosted/hosted-register", url.Values{"csrf": {pt.csrf("/ui/p/b/hosted")}, "name": {"n"}, "image": {"i"}}); p.status != http.StatusForbidden {
+		t.Errorf("project token registering: %d, want 403", p.status)
+	}
+	if p := pt.get("/ui/p/a/hosted"); p.status != http.StatusForbidden {
+		t.Errorf("project token, another project's hosted page: %d, want 403", p.status)
+	}
+}
+
+// TestHostedOff: a gateway without hosted servers says so on the page.
+func TestHostedOff(t *testing.T) {
+	g := newGateway(t, "")
+	p := g.browser(t).get("/ui/p/a/hosted")
+	if p.status != http.StatusOK || !strings.Contains(p.body, "hosted servers are not enabled on this gateway") {
+		t.Errorf("hosted page without hosted servers: %d", p.status)
+	}
+}

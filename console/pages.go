@@ -1,0 +1,282 @@
+package console
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// refreshSeconds is how often the overview reloads itself.
+const refreshSeconds = 10
+
+// pageTimeout bounds the gateway work behind one page (a status read
+// connects servers never tried yet; a tool call waits for the tool).
+const pageTimeout = 60 * time.Second
+
+// ---- login
+
+type loginData struct {
+	Next, Project string
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(w, r, "Log in", "login")
+	v.Data = loginData{Next: safeNext(r.URL.Query().Get("next")), Project: r.URL.Query().Get("project")}
+	c.render(w, http.StatusOK, "login", v)
+}
+
+// login checks the token against the API (the projects list answers 200
+// to the admin, 403 to a project token and 401 to anything else; a
+// project token is then checked against the project it names) and keeps
+// it in the cookie.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	project := strings.TrimSpace(r.PostFormValue("project"))
+	next := safeNext(r.PostFormValue("next"))
+	fail := func(status int, msg string) {
+		v := c.newView(w, r, "Log in", "login")
+		v.Error = msg
+		v.Data = loginData{Next: next, Project: project}
+		c.render(w, status, "login", v)
+	}
+	if tok == "" {
+		fail(http.StatusBadRequest, "Enter a token: the admin token (MCP_SERVER_ADMIN_TOKEN) or a project token (sbt_...).")
+		return
+	}
+	// Ask as the token being tried, not as the cookie's.
+	as := r.Clone(r.Context())
+	as.Header.Del("Cookie")
+	as.AddCookie(&http.Cookie{Name: tokenCookie, Value: tok})
+	rp := c.call(as, http.MethodGet, "/api/v1/projects", nil, nil)
+	switch {
+	case rp.ok():
+		project = ""
+	case rp.status == http.StatusForbidden:
+		if !projectID(project) {
+			fail(http.StatusBadRequest, "This is a project token: enter the project it belongs to.")
+			return
+		}
+		prp := c.call(as, http.MethodGet, apiProject(project), nil, nil)
+		if !prp.ok() {
+			if prp.status == http.StatusForbidden {
+				fail(http.StatusForbidden, "This token does not belong to project "+project+".")
+				return
+			}
+			fail(prp.status, prp.message())
+			return
+		}
+		if next == "/ui/" {
+			next = "/ui/p/" + project + "/"
+		}
+	case rp.status == http.StatusUnauthorized:
+		fail(http.StatusUnauthorized, "Unknown or revoked token.")
+		return
+	default:
+		fail(rp.status, rp.message())
+		return
+	}
+	http.SetCookie(w, cookie(r, tokenCookie, tok, 0))
+	if project != "" {
+		http.SetCookie(w, cookie(r, projectCookie, project, 0))
+	} else {
+		http.SetCookie(w, cookie(r, projectCookie, "", -1))
+	}
+	// A fresh CSRF token for the new session.
+	http.SetCookie(w, cookie(r, csrfCookie, randomToken(), 0))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	for _, n := range []string{tokenCookie, projectCookie, csrfCookie} {
+		http.SetCookie(w, cookie(r, n, "", -1))
+	}
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// ---- overview
+
+type projectJSON struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+	MCPURL      string `json:"mcp_url"`
+}
+
+type statusJSON struct {
+	Name      string   `json:"name"`
+	Transport string   `json:"transport"`
+	State     string   `json:"state"`
+	Tools     int      `json:"tools"`
+	LastError string   `json:"lastError"`
+	Shadowed  []string `json:"shadowed"`
+	Stderr    string   `json:"stderr"`
+}
+
+type serverJSON struct {
+	Name        string          `json:"name"`
+	ProductID   string          `json:"product_id"`
+	Description string          `json:"description"`
+	Transport   string          `json:"transport"`
+	Config      json.RawMessage `json:"config"`
+	Enabled     bool            `json:"enabled"`
+	Source      string          `json:"source"`
+	ReadOnly    bool            `json:"read_only"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	Status      *statusJSON     `json:"status"`
+}
+
+// State is what the overview shows: the live state, or "disabled".
+func (s serverJSON) State() string {
+	switch {
+	case !s.Enabled:
+		return "disabled"
+	case s.Status == nil:
+		return "idle"
+	}
+	return s.Status.State
+}
+
+type projectOverview struct {
+	projectJSON
+	Servers  []serverJSON
+	Version  string
+	Uptime   string
+	Sessions int
+	Tools    int
+	Problems int
+}
+
+// mcpPath is project p's MCP endpoint on the gateway.
+func mcpPath(p string) string {
+	if p == "default" {
+		return "/mcp"
+	}
+	return "/projects/" + url.PathEscape(p) + "/mcp"
+}
+
+// loadOverview reads one project's servers (with live status) and its
+// edge's status (version, uptime, sessions).
+func (c *Console) loadOverview(r *http.Request, p projectJSON) (projectOverview, reply) {
+	o := projectOverview{projectJSON: p}
+	var servers struct {
+		Servers []serverJSON `json:"servers"`
+	}
+	if rp := c.getJSON(r, apiProject(p.ID)+"/servers", &servers); !rp.ok() {
+		return o, rp
+	}
+	o.Servers = servers.Servers
+	for _, s := range o.Servers {
+		if st := s.State(); st != "ready" && st != "idle" && st != "connecting" && st != "disabled" {
+			o.Problems++
+		}
+		if s.Status != nil {
+			o.Tools += s.Status.Tools
+		}
+	}
+	var st struct {
+		Version  string `json:"version"`
+		Uptime   string `json:"uptime"`
+		Sessions int    `json:"sessions"`
+	}
+	if rp := c.getJSON(r, mcpPath(p.ID), &st); rp.ok() {
+		o.Version, o.Uptime, o.Sessions = st.Version, st.Uptime, st.Sessions
+	}
+	return o, reply{status: http.StatusOK}
+}
+
+type overviewData struct {
+	Projects []projectOverview
+	Single   bool
+}
+
+// overviewAll shows every project the browser's token reaches: all of
+// them for the admin (and in dev mode the open ones); a project token is
+// sent to its own project's overview.
+func (c *Console) overviewAll(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	v := c.newView(w, r, "Overview", "overview")
+	var list struct {
+		Projects []projectJSON `json:"projects"`
+	}
+	rp := c.getJSON(r, "/api/v1/projects", &list)
+	if rp.status == http.StatusForbidden && projectOf(r) != "" {
+		http.Redirect(w, r, "/ui/p/"+projectOf(r)+"/", http.StatusSeeOther)
+		return
+	}
+	if !rp.ok() {
+		c.failed(w, r, v, rp)
+		return
+	}
+	data := overviewData{}
+	for _, p := range list.Projects {
+		o, rp := c.loadOverview(r, p)
+		if !rp.ok() {
+			if rp.status == http.StatusUnauthorized {
+				continue // closed by its tokens since the list was read
+			}
+			c.failed(w, r, v, rp)
+			return
+		}
+		data.Projects = append(data.Projects, o)
+	}
+	v.Data, v.Refresh = data, refreshSeconds
+	if r.URL.Query().Get("refresh") == "off" {
+		v.Refresh = 0
+	}
+	c.render(w, http.StatusOK, "overview", v)
+}
+
+func (c *Console) overviewProject(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	v := c.newView(w, r, "Overview", "servers")
+	p, ok := c.project(w, r, v)
+	if !ok {
+		return
+	}
+	v.Title = "Overview · " + p.ID
+	o, rp := c.loadOverview(r, p)
+	if !rp.ok() {
+		c.failed(w, r, v, rp)
+		return
+	}
+	v.Data, v.Refresh = overviewData{Projects: []projectOverview{o}, Single: true}, refreshSeconds
+	if r.URL.Query().Get("refresh") == "off" {
+		v.Refresh = 0
+	}
+	c.render(w, http.StatusOK, "overview", v)
+}
+
+// project reads the page's project through the API, which decides
+// whether this browser may see it (401 to the login form, 403 and 404 to
+// an error page).
+func (c *Console) project(w http.ResponseWriter, r *http.Request, v *view) (projectJSON, bool) {
+	var p projectJSON
+	id := r.PathValue("project")
+	if !projectID(id) {
+		c.renderError(w, r, v, http.StatusNotFound, "Project not found (project IDs are lowercase letters, digits, '_' and '-').")
+		return p, false
+	}
+	if rp := c.getJSON(r, apiProject(id), &p); !rp.ok() {
+		c.failed(w, r, v, rp)
+		return p, false
+	}
+	return p, true
+}
+
+// createProject creates a project through the API (the admin's, or
+// anyone's in dev mode) and opens its Manage page; a refusal shows the
+// overview's error page with the API's status and reason.
+func (c *Console) createProject(w http.ResponseWriter, r *http.Request) {
+	r, cancel := withTimeout(r, pageTimeout)
+	defer cancel()
+	id := strings.TrimSpace(r.PostFormValue("id"))
+	rp := c.call(r, http.MethodPost, "/api/v1/projects", map[string]string{"id": id, "description": r.PostFormValue("description")}, nil)
+	if !rp.ok() {
+		c.failed(w, r, nil, rp)
+		return
+	}
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(id)+"/manage", http.StatusSeeOther)
+}

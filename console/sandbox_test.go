@@ -1,0 +1,95 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// fakeSandbox is a working in-memory stand-in for the sandbox service
+// (the real one needs a Docker engine): one workspace with a live
+// session, snapshots that restore into new workspaces.
+type fakeSandbox struct {
+	mu   sync.Mutex
+	off  map[string]bool
+	rows []map[string]any
+	ops  []string
+}
+
+func (f *fakeSandbox) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops = append(f.ops, op+" "+id)
+	switch op {
+	case "list":
+		return map[string]any{"workspaces": f.rows}, nil
+	case "snapshot":
+		row := map[string]any{"workspace_id": "snap-1", "status": "snapshot", "snapshot_of": id, "created_at": time.Now()}
+		f.rows = append(f.rows, row)
+		return row, nil
+	case "detach", "restore":
+		return map[string]any{"workspace_id": id}, nil
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
+}
+
+func (f *fakeSandbox) SandboxEnabled(project string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.off[project]
+}
+
+func (f *fakeSandbox) SetSandboxEnabled(project string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.off[project] = !on
+}
+
+func TestSandboxPage(t *testing.T) {
+	f := &fakeSandbox{off: map[string]bool{}, rows: []map[string]any{
+		{"workspace_id": "ws-1", "status": "running", "session_id": "sess-1", "agent_session_id": "agent-7", "last_used_at": time.Now()},
+	}}
+	g := newGatewayWith(t, adminToken, nil, f)
+	b := g.browser(t)
+	b.login(adminToken, "")
+	p := b.get("/ui/p/a/sandbox")
+	for _, want := range []string{"<strong>enabled</strong>", `data-workspace="ws-1"`, "sess-1", "held by agent-7", "No snapshots."} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("sandbox page lacks %q", want)
+		}
+	}
+	tok := b.csrf("/ui/p/a/sandbox")
+	for _, step := range []struct{ action, id string }{{"workspace-snapshot", "ws-1"}, {"snapshot-restore", "snap-1"}, {"workspace-detach", "ws-1"}, {"sandbox-disable", ""}} {
+		if p := b.post("/ui/p/a/sandbox/"+step.action, url.Values{"csrf": {tok}, "id": {step.id}}); p.status != http.StatusSeeOther {
+			t.Errorf("%s: %d\n%s", step.action, p.status, p.body)
+		}
+	}
+	if f.SandboxEnabled("a") {
+		t.Errorf("sandbox still enabled for a")
+	}
+	p = b.get("/ui/p/a/sandbox")
+	if !strings.Contains(p.body, "<strong>disabled</strong>") || !strings.Contains(p.body, `data-snapshot="snap-1"`) {
+		t.Errorf("sandbox page after the actions lacks the switch or the snapshot")
+	}
+	// Another project with a project token: the API's 403.
+	pt := g.browser(t)
+	pt.login(g.projectToken(t, "b"), "b")
+	if p := pt.get("/ui/p/a/sandbox"); p.status != http.StatusForbidden {
+		t.Errorf("project token, another project's sandbox: %d, want 403", p.status)
+	}
+}
+
+// TestSandboxOff: a gateway without the sandbox says so on the page.
+func TestSandboxOff(t *testing.T) {
+	g := newGateway(t, "")
+	p := g.browser(t).get("/ui/p/a/sandbox")
+	if p.status != http.StatusOK || !strings.Contains(p.body, "this gateway runs without the sandbox") {
+		t.Errorf("sandbox page without the sandbox: %d", p.status)
+	}
+}
