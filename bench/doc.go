@@ -31,6 +31,13 @@
 //     started gateway process, idle and with BENCH_MEMORY_SESSIONS (default
 //     1000) idle sessions open (targets < 40 MB idle, < +50 MB for 1000
 //     sessions).
+//   - BenchmarkLight (run with -benchtime 1x): a raw-HTTP client against
+//     the fixture's own process and two gateway processes (call log on and
+//     off) at BENCH_LIGHT_SESSIONS (default 1,8,64) for
+//     BENCH_LIGHT_SECONDS (default 3) each: calls/s, p50/p99 and the
+//     serving process's CPU µs per call from /proc (light_test.go).
+//   - BenchmarkHotPath: tools/call through an in-process gateway's
+//     handler, no network: allocations and bytes per call.
 //
 // The machine's other load shows in every number: on a small shared
 // machine, compare runs with -count and benchstat rather than one run.

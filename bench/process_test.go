@@ -115,6 +115,9 @@ func startFixtureProc() (*fixtureProc, error) {
 
 func (p *fixtureProc) Pid() int { return p.cmd.Process.Pid }
 
+// Pid is the gateway process's id.
+func (p *gatewayProc) Pid() int { return p.cmd.Process.Pid }
+
 // Close ends the child (stdin EOF, then SIGKILL after 10s).
 func (p *fixtureProc) Close() {
 	_ = p.stdin.Close()
@@ -141,7 +144,7 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // startGatewayProc starts bin with MCP_SERVER_PORT=0 and no servers file
 // (the built-in demo server, connected lazily, so it never starts here) and
 // waits for its `msg=listening addr=...` log line.
-func startGatewayProc(bin, dataDir string) (*gatewayProc, error) {
+func startGatewayProc(bin, dataDir string, extraEnv ...string) (*gatewayProc, error) {
 	cmd := exec.Command(bin)
 	env := []string{}
 	for _, kv := range os.Environ() {
@@ -152,6 +155,7 @@ func startGatewayProc(bin, dataDir string) (*gatewayProc, error) {
 	}
 	cmd.Env = append(env, "MCP_SERVER_HOST=127.0.0.1", "MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR="+dataDir,
 		"MCP_SERVER_LOG_LEVEL=info", "MCP_SERVER_LOG_FORMAT=text", "MCP_SERVER_SHUTDOWN_TIMEOUT=5s")
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
 	stderr, err := cmd.StderrPipe()

@@ -51,7 +51,7 @@ type Writer struct {
 	dropped   atomic.Int64
 	written   atomic.Int64
 	unspooled atomic.Int64
-	mu        sync.Mutex // orders ObserveCall's spool write and enqueue against Close
+	mu        sync.RWMutex // ObserveCall's spool write and enqueue (shared) against Close
 	closed    bool
 	stop      chan struct{}
 	done      chan struct{}
@@ -119,8 +119,8 @@ func (w *Writer) ObserveCall(rec switchboard.ToolCallRecord) {
 			w.spoolFailed(err)
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	if w.closed {
 		w.dropped.Add(1)
 		return
@@ -284,6 +284,14 @@ const Redacted = `"[REDACTED]"`
 func Redact(args json.RawMessage) json.RawMessage {
 	if len(args) == 0 {
 		return nil
+	}
+	// Fast path: no secret-looking name anywhere in the bytes and no
+	// escapes that could spell one means nothing to redact.
+	if bytes.IndexByte(args, '\\') < 0 && !secretKey.Match(args) {
+		if !json.Valid(args) {
+			return json.RawMessage("null")
+		}
+		return args
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(args))

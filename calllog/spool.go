@@ -42,9 +42,12 @@ type spool struct {
 	dir      string
 	maxBytes int64
 
-	mu     sync.Mutex
-	cur    *segment
-	closed bool
+	mu      sync.Mutex
+	cur     *segment
+	closed  bool
+	next    *group     // lines waiting for the write in flight to end
+	writing bool       // a caller is writing a group
+	cond    *sync.Cond // on mu: a group's write ended
 }
 
 // segment is one spool file.
@@ -154,16 +157,37 @@ func randomHex(n int) string {
 // errSpoolClosed is append's answer after close.
 var errSpoolClosed = errors.New("spool closed")
 
-// append writes line with one write(2) and returns the segment that now
-// holds it, to be settled later. A failed write leaves no partial line
-// behind for the next one to join.
+// append adds line to the spool and returns, once it is written, the
+// segment that holds it, to be settled later. Group commit: while one
+// caller's write(2) is in flight, the lines of every caller arriving
+// meanwhile collect in the next group, written by one of them with one
+// write(2) as soon as the write in flight returns. So a caller waits at
+// most for the write in flight and then its own group's, never for a
+// timer, and under load many records share a write. A failed write leaves
+// no partial group behind for the next one to join, and fails every
+// record of the group.
 func (s *spool) append(line []byte) (*segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, errSpoolClosed
 	}
-	if s.cur.size > 0 && s.cur.size+int64(len(line)) > s.maxBytes {
+	if s.next == nil {
+		s.next = &group{}
+	}
+	g := s.next
+	g.buf = append(g.buf, line...)
+	g.n++
+	for !g.finished && (s.writing || g != s.next) {
+		s.wake().Wait()
+	}
+	if g.finished {
+		return g.seg, g.err
+	}
+	// This caller writes g; callers arriving from now on join the next.
+	s.writing = true
+	s.next = nil
+	if s.cur.size > 0 && s.cur.size+int64(len(g.buf)) > s.maxBytes {
 		// Rare (the queue has not run dry for maxBytes of records), so
 		// the few syscalls are paid on a call. On failure the old file
 		// just grows.
@@ -176,16 +200,44 @@ func (s *spool) append(line []byte) (*segment, error) {
 		}
 	}
 	seg := s.cur
-	n, err := seg.f.Write(line)
+	// Counted before the write so settle never truncates under it.
+	seg.pending += g.n
+	s.mu.Unlock()
+	n, err := seg.f.Write(g.buf)
+	s.mu.Lock()
 	if err != nil {
 		if n > 0 {
 			_ = seg.f.Truncate(seg.size)
 		}
-		return nil, err
+		seg.pending -= g.n
+		g.err = err
+	} else {
+		seg.size += int64(n)
+		g.seg = seg
 	}
-	seg.size += int64(n)
-	seg.pending++
-	return seg, nil
+	g.finished = true
+	g.buf = nil
+	s.writing = false
+	s.wake().Broadcast()
+	return g.seg, g.err
+}
+
+// group is the lines of callers that share one spool write.
+type group struct {
+	buf      []byte
+	n        int
+	finished bool
+	seg      *segment
+	err      error
+}
+
+// wake is the condition append's callers wait on (a write finished),
+// created on first use; s.mu is held.
+func (s *spool) wake() *sync.Cond {
+	if s.cond == nil {
+		s.cond = sync.NewCond(&s.mu)
+	}
+	return s.cond
 }
 
 // settle marks the records of batch as stored or dropped: a file whose

@@ -319,7 +319,9 @@ func TestAdoptionAfterKill(t *testing.T) {
 }
 
 func TestShutdownStopsEverything(t *testing.T) {
-	e := newEnv(t, nil, nil, fastTiming())
+	timing := fastTiming()
+	timing.ShutdownTimeout = 20 * time.Second
+	e := newEnv(t, nil, nil, timing)
 	svc := e.start()
 	for _, n := range []string{"one", "two"} {
 		e.register(switchboard.HostedRegistration{Name: n, Volumes: []string{"/data"}})
@@ -335,8 +337,9 @@ func TestShutdownStopsEverything(t *testing.T) {
 	if vs := volumes(t, e.eng); len(vs) != 2 {
 		t.Errorf("volumes after Close = %d, want 2 (they outlive the gateway)", len(vs))
 	}
-	// SIGTERM reaches the server through the init process: no SIGKILL wait.
-	if d := time.Since(start); d > 4*time.Second {
+	// SIGTERM reaches the server through the init process: Close does not
+	// wait for the SIGKILL deadline.
+	if d := time.Since(start); d >= timing.ShutdownTimeout {
 		t.Errorf("Close took %s; the containers did not stop on SIGTERM", d)
 	}
 }
@@ -480,5 +483,22 @@ func TestServersFileEntries(t *testing.T) {
 	}
 	if cs := containers(t, e.eng); len(cs) != 1 {
 		t.Errorf("containers = %d, want only the API server's", len(cs))
+	}
+}
+
+// TestRestartPolicyOnCleanExit: exit 0 is restarted under "always" (and
+// is no crash), and stays down under "on-failure".
+func TestRestartPolicyOnCleanExit(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "always", RestartPolicy: hosted.PolicyAlways, Environment: map[string]string{"MCPFIXTURE_EXIT": "0"}})
+	e.register(switchboard.HostedRegistration{Name: "onfail", Environment: map[string]string{"MCPFIXTURE_EXIT": "0"}})
+	st := e.wait("always", "restarts", func(s switchboard.HostedStatus) bool { return s.RestartCount >= 2 })
+	if st.CrashCount != 0 || st.LastCrash != nil {
+		t.Errorf("clean exits counted as crashes: %+v", st)
+	}
+	st = e.wait("onfail", "stopped", isStatus(switchboard.HostedStopped))
+	if st.RestartCount != 0 || st.CrashCount != 0 {
+		t.Errorf("on-failure after exit 0: %+v", st)
 	}
 }

@@ -412,7 +412,12 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (st
 		StopTimeout:  s.timing.StopTimeout,
 	}
 	if info.DiskQuota {
-		spec.DiskBytes = p.diskBytes
+		spec.DiskBytes, spec.DiskQuota = p.diskBytes, true
+	}
+	// gVisor when the engine offers it: a user-space kernel between the
+	// server and the host. Status reports the runtime the container got.
+	if info.HasRuntime("runsc") {
+		spec.Runtime = "runsc"
 	}
 	if p.reg.Command != "" {
 		spec.Entrypoint = []string{p.reg.Command}

@@ -194,6 +194,10 @@ func (s *supervisor) loop() {
 		s.wg.Go(func() { s.connect() })
 		select {
 		case ex := <-exited:
+			if s.ctx.Err() != nil { // the wait ended because we are closing
+				s.shutdown()
+				return
+			}
 			delay, ok := s.exited(ex)
 			fresh = false
 			if !ok {
@@ -405,6 +409,19 @@ func (s *supervisor) initialized(gen int) {
 func (s *supervisor) exited(ex engine.Exit) (delay time.Duration, ok bool) {
 	t := s.svc.timing
 	now := time.Now()
+	// The exit can be reported before the attach stream has delivered the
+	// last stderr lines (often the reason of the crash): let it drain.
+	s.mu.Lock()
+	st := s.stream
+	s.mu.Unlock()
+	if st != nil {
+		drained := time.NewTimer(time.Second)
+		select {
+		case <-st.Done():
+		case <-drained.C:
+		}
+		drained.Stop()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	stderr := ""

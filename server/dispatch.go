@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -187,7 +188,9 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			toolErrorCallSpan(span)
 		}
 		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
-		s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
+		if s.log.Enabled(ctx, slog.LevelDebug) { // no allocation when off
+			s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
+		}
 		return res, nil
 	}
 	return nil, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method}

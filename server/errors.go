@@ -43,7 +43,7 @@ func toRPCError(err error) *switchboard.RPCError {
 // response renders a complete JSON-RPC response. id is the request's id
 // exactly as the client sent it.
 func response(id json.RawMessage, result json.RawMessage) []byte {
-	b := make([]byte, 0, len(result)+len(id)+40)
+	b := make([]byte, 0, len(result)+len(id)+41) // +1: finish appends the newline without a copy
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)

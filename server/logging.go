@@ -17,7 +17,7 @@ type loggerKey struct{}
 // their own logger: it names their project and redacts their secrets.
 type reqInfo struct {
 	attrs []any        // request_id, session_id
-	log   *slog.Logger // for the "request" line: the serving edge's
+	log   *slog.Logger // for the "request" line: the serving edge's, without attrs (added only when it logs)
 }
 
 // reqLog returns this edge's logger with the request's attributes, or
@@ -35,7 +35,7 @@ func (s *Server) reqLog(ctx context.Context) *slog.Logger {
 func (s *Server) claim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ri, ok := r.Context().Value(loggerKey{}).(*reqInfo); ok {
-			ri.log = s.log.With(ri.attrs...)
+			ri.log = s.log
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -63,11 +63,13 @@ func (s *Server) withRequestLog(next http.Handler) http.Handler {
 		} else if sid := r.URL.Query().Get("sessionId"); sid != "" && len(sid) <= 128 {
 			attrs = append(attrs, "session_id", sid)
 		}
-		ri := &reqInfo{attrs: attrs, log: s.log.With(attrs...)}
+		ri := &reqInfo{attrs: attrs, log: s.log}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), loggerKey{}, ri)))
-		ri.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+		if ri.log.Enabled(r.Context(), slog.LevelDebug) { // no allocation when off
+			ri.log.With(ri.attrs...).Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+		}
 	})
 }
 

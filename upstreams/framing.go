@@ -205,11 +205,30 @@ func (f *framer) writeRaw(ctx context.Context, b []byte) error {
 
 // writeLoop is the only writer of w. It ends when a write fails (marking
 // the connection lost) or the connection is lost.
+//
+// Messages already queued behind the one received go out with it: they
+// are gathered in a buffered writer flushed once, so a burst of calls
+// costs one write(2) rather than one each, and a lone message still goes
+// at once.
 func (f *framer) writeLoop() {
+	bw := bufio.NewWriterSize(f.w, 64<<10)
 	for {
 		select {
 		case b := <-f.writes:
-			if _, err := f.w.Write(b); err != nil {
+			_, err := bw.Write(b)
+		more:
+			for n := 1; err == nil && n < 64; n++ {
+				select {
+				case b := <-f.writes:
+					_, err = bw.Write(b)
+				default:
+					break more
+				}
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err != nil {
 				f.markDone()
 				return
 			}

@@ -50,6 +50,7 @@ const busyTimeout = 10 * time.Second
 // Store is a switchboard.Store in a SQLite file.
 type Store struct {
 	w, r      *sql.DB // one writer connection, a pool of readers
+	inserts   insertStmts
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -96,7 +97,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		}
 		return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
 	}
-	w, err := sql.Open("sqlite", dsn(url.Values{"_txlock": {"immediate"}}))
+	// temp_store(memory): the multi-row tool-call inserts keep their
+	// statement journal in memory instead of a temporary file.
+	w, err := sql.Open("sqlite", dsn(url.Values{"_txlock": {"immediate"}, "_pragma": {"temp_store(memory)"}}))
 	if err != nil {
 		return nil, fail("open", err)
 	}
@@ -117,7 +120,7 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 // Close closes both connection pools; it is safe to call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.inserts.close(), s.r.Close(), s.w.Close())
 		if s.closeErr != nil {
 			s.closeErr = fail("close", s.closeErr)
 		}

@@ -3,7 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -11,8 +14,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
-// InsertToolCalls implements switchboard.ToolCallStore: one transaction,
-// one prepared statement, skipping records whose record_id is stored.
+// InsertToolCalls implements switchboard.ToolCallStore: one transaction
+// of multi-row inserts (insertRows records per statement, prepared once
+// per row count and reused), skipping records whose record_id is stored.
 func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCallRecord) error {
 	if err := schema.ValidateBatch(batch); err != nil {
 		return err
@@ -20,22 +24,34 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 	if len(batch) == 0 {
 		return nil
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO kb_agent_run_tool_calls
-			(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at)
-			VALUES (nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (record_id) DO NOTHING`)
-		if err != nil {
-			return err
+	// Prepared before the transaction: it holds the one writer connection.
+	full, err := s.inserts.get(ctx, s.w, min(len(batch), insertRows))
+	if err != nil {
+		return fail("insert tool calls", err)
+	}
+	last := full
+	if r := len(batch) % insertRows; r != 0 && len(batch) > insertRows {
+		if last, err = s.inserts.get(ctx, s.w, r); err != nil {
+			return fail("insert tool calls", err)
 		}
-		defer st.Close()
-		for _, c := range batch {
-			args := "{}"
-			if c.Arguments != nil {
-				args = string(c.Arguments)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		args := make([]any, 0, insertCols*min(len(batch), insertRows))
+		for chunk := range slices.Chunk(batch, insertRows) {
+			st := full
+			if len(chunk) < insertRows {
+				st = last
 			}
-			if _, err := st.ExecContext(ctx, c.RecordID, c.ProjectID, c.Session, c.Server, c.Tool, args, c.Outcome, c.Code,
-				c.Duration.Microseconds(), us(c.StartedAt)); err != nil {
+			args = args[:0]
+			for _, c := range chunk {
+				a := "{}"
+				if c.Arguments != nil {
+					a = string(c.Arguments)
+				}
+				args = append(args, c.RecordID, c.ProjectID, c.Session, c.Server, c.Tool, a, c.Outcome, c.Code,
+					c.Duration.Microseconds(), us(c.StartedAt))
+			}
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 				return err
 			}
 		}
@@ -45,6 +61,61 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 		return fail("insert tool calls", err)
 	}
 	return nil
+}
+
+const (
+	insertRows = 64 // records per INSERT statement (640 parameters)
+	insertCols = 10
+)
+
+// insertStmts caches the tool-call INSERT prepared on the writer, one per
+// row count (1..insertRows), for the life of the store.
+type insertStmts struct {
+	mu     sync.Mutex
+	byRows map[int]*sql.Stmt
+	closed bool
+}
+
+func (c *insertStmts) get(ctx context.Context, db *sql.DB, rows int) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.byRows[rows]; st != nil {
+		return st, nil
+	}
+	if c.closed {
+		return nil, sql.ErrConnDone
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO kb_agent_run_tool_calls
+		(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	}
+	q.WriteString(` ON CONFLICT (record_id) DO NOTHING`)
+	st, err := db.PrepareContext(ctx, q.String())
+	if err != nil {
+		return nil, err
+	}
+	if c.byRows == nil {
+		c.byRows = map[int]*sql.Stmt{}
+	}
+	c.byRows[rows] = st
+	return st, nil
+}
+
+func (c *insertStmts) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for _, st := range c.byRows {
+		errs = append(errs, st.Close())
+	}
+	c.byRows = nil
+	return errors.Join(errs...)
 }
 
 // ListToolCalls implements switchboard.ToolCallStore.

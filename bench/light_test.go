@@ -1,0 +1,427 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// The light-client benchmark measures the gateway, not the client: a raw
+// HTTP client (keep-alive connections, one per session, no MCP SDK, no
+// JSON decoding of answers beyond a substring check) posts tools/call for
+// echo against
+//
+//   - "direct": the fixture served over streamable HTTP by its own process,
+//   - "gateway": a separately built and started gateway process (call log
+//     on, as by default) whose upstream is the fixture on stdio,
+//   - "gateway-nolog": the same with MCP_SERVER_CALL_LOG=false,
+//
+// at BENCH_LIGHT_SESSIONS (default 1,8,64) concurrent sessions for
+// BENCH_LIGHT_SECONDS (default 3) each, alternating targets per session
+// count in one run. The serving process's CPU comes from /proc, so
+// "gateway CPU µs/call" is the gateway's own cost, without the client's or
+// the upstream's.
+
+const (
+	lightDirect  = "direct"
+	lightGateway = "gateway"
+	lightNoLog   = "gateway-nolog"
+)
+
+// lightResult is one (target, sessions) cell.
+type lightResult struct {
+	target     string
+	sessions   int
+	calls      int
+	rate       float64
+	lat        latencies
+	serverCPU  time.Duration // the process answering HTTP
+	upstreamCP time.Duration // the gateway's stdio child (0 for direct)
+}
+
+func (r lightResult) perCall(d time.Duration) float64 {
+	if r.calls == 0 {
+		return 0
+	}
+	return us(d) / float64(r.calls)
+}
+
+// lightTarget is a server the light client loads.
+type lightTarget struct {
+	name     string
+	url      string
+	pid      int // the serving process
+	childPID int // its upstream, 0: none
+}
+
+// lightSessions parses BENCH_LIGHT_SESSIONS.
+func lightSessions() []int {
+	v := strings.TrimSpace(os.Getenv("BENCH_LIGHT_SESSIONS"))
+	if v == "" {
+		return []int{1, 8, 64}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: ignoring invalid BENCH_LIGHT_SESSIONS=%q; using 1,8,64\n", v)
+			return []int{1, 8, 64}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// writeFixtureServers writes a servers file with one stdio upstream,
+// "fixture": this test binary as the fixture server.
+func writeFixtureServers(dir string) (string, error) {
+	spec, err := fixtureSpec("fixture", 0)
+	if err != nil {
+		return "", err
+	}
+	doc := map[string]any{"mcpServers": map[string]any{"fixture": map[string]any{"command": spec.Command, "env": spec.Env}}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "servers.json")
+	return file, os.WriteFile(file, b, 0o600)
+}
+
+// BenchmarkLight runs the whole light-client matrix once (it ignores b.N:
+// each cell runs for BENCH_LIGHT_SECONDS) and prints one table. Run it
+// with -benchtime 1x.
+func BenchmarkLight(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("the light-client matrix runs once per benchmark call; use -benchtime 1x")
+	}
+	seconds := envInt("BENCH_LIGHT_SECONDS", 3)
+	dur := time.Duration(seconds) * time.Second
+	dir := b.TempDir()
+	bin, err := buildGateway(dir)
+	if err != nil {
+		b.Skip(err)
+	}
+	servers, err := writeFixtureServers(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct, err := startFixtureProc()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	gwOn, err := startGatewayProc(bin, filepath.Join(dir, "on"), "MCP_SERVER_CONFIG="+servers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gwOn.stop()
+	gwOff, err := startGatewayProc(bin, filepath.Join(dir, "off"), "MCP_SERVER_CONFIG="+servers, "MCP_SERVER_CALL_LOG=false")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gwOff.stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	targets := []*lightTarget{
+		{name: lightDirect, url: direct.URL, pid: direct.Pid()},
+		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid()},
+		{name: lightNoLog, url: gwOff.URL, pid: gwOff.Pid()},
+	}
+	var results []lightResult
+	for _, n := range lightSessions() {
+		for _, t := range targets {
+			r, err := runLight(ctx, t, n, dur)
+			if err != nil {
+				b.Fatalf("%s, %d sessions: %v", t.name, n, err)
+			}
+			results = append(results, r)
+			b.ReportMetric(r.rate, fmt.Sprintf("%s-%d-calls/s", t.name, n))
+		}
+	}
+	summary.set("light", formatLight(results, dur))
+}
+
+// lightCallBody is the tools/call request the light client posts.
+var lightCallBody = []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+
+var pidRE = regexp.MustCompile(`"text":\s*"(\d+)"`)
+
+// runLight opens n sessions on t, warms them up and runs echo calls on
+// all of them for d.
+func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (lightResult, error) {
+	tr := newTransport(n + 4)
+	defer tr.CloseIdleConnections()
+	c := &rawClient{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: t.url}
+	sids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var buf bytes.Buffer
+			if sids[i], errs[i] = c.openSession(ctx, &buf); errs[i] != nil {
+				return
+			}
+			for range 20 { // warm-up; the first gateway call starts the upstream
+				if errs[i] = lightCall(ctx, c, sids[i], lightCallBody, &buf); errs[i] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return lightResult{}, err
+	}
+	if t.childPID == 0 && t.name != lightDirect {
+		var buf bytes.Buffer
+		body := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pid","arguments":{}}}`)
+		if _, _, err := c.post(ctx, sids[0], body, &buf); err != nil {
+			return lightResult{}, err
+		}
+		m := pidRE.FindSubmatch(buf.Bytes())
+		if m == nil {
+			return lightResult{}, fmt.Errorf("pid tool answered %.300s", buf.String())
+		}
+		t.childPID, _ = strconv.Atoi(string(m[1]))
+	}
+
+	cpu0, err := procCPU(t.pid)
+	if err != nil {
+		return lightResult{}, err
+	}
+	var child0 time.Duration
+	if t.childPID > 0 {
+		if child0, err = procCPU(t.childPID); err != nil {
+			return lightResult{}, err
+		}
+	}
+	durs := make([][]time.Duration, n)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range n {
+		wg.Go(func() {
+			var buf bytes.Buffer
+			lat := make([]time.Duration, 0, 4096)
+			for {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					break
+				}
+				if errs[i] = lightCall(ctx, c, sids[i], lightCallBody, &buf); errs[i] != nil {
+					break
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			durs[i] = lat
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return lightResult{}, err
+	}
+	cpu1, err := procCPU(t.pid)
+	if err != nil {
+		return lightResult{}, err
+	}
+	r := lightResult{target: t.name, sessions: n, serverCPU: cpu1 - cpu0}
+	if t.childPID > 0 {
+		child1, err := procCPU(t.childPID)
+		if err != nil {
+			return lightResult{}, err
+		}
+		r.upstreamCP = child1 - child0
+	}
+	var all []time.Duration
+	for _, l := range durs {
+		all = append(all, l...)
+	}
+	r.calls = len(all)
+	r.rate = float64(r.calls) / elapsed.Seconds()
+	r.lat = summarize(all)
+	return r, nil
+}
+
+// lightCall posts one echo call and checks the answer without decoding it.
+func lightCall(ctx context.Context, c *rawClient, sid string, body []byte, buf *bytes.Buffer) error {
+	_, status, err := c.post(ctx, sid, body, buf)
+	if err != nil {
+		return err
+	}
+	b := buf.Bytes()
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"hello"`)) || bytes.Contains(b, []byte(`"isError":true`)) {
+		return fmt.Errorf("echo: status %d, body %.300s", status, b)
+	}
+	return nil
+}
+
+func formatLight(rs []lightResult, d time.Duration) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "light client (raw HTTP, keep-alive, %s per cell; CPU from /proc of the serving process):\n", d)
+	fmt.Fprintf(&w, "  %-14s %8s %10s %9s %9s %16s %14s\n", "target", "sessions", "calls/s", "p50 µs", "p99 µs", "server-CPU µs/call", "upstream µs/call")
+	byKey := map[string]lightResult{}
+	for _, r := range rs {
+		byKey[r.target+"/"+strconv.Itoa(r.sessions)] = r
+		fmt.Fprintf(&w, "  %-14s %8d %10.0f %9.0f %9.0f %16.1f %14.1f\n", r.target, r.sessions, r.rate, us(r.lat.p50), us(r.lat.p99),
+			r.perCall(r.serverCPU), r.perCall(r.upstreamCP))
+	}
+	for _, n := range lightSessions() {
+		k := "/" + strconv.Itoa(n)
+		d, g, off := byKey[lightDirect+k], byKey[lightGateway+k], byKey[lightNoLog+k]
+		if d.rate == 0 || g.rate == 0 {
+			continue
+		}
+		fmt.Fprintf(&w, "  %d sessions: gateway/direct calls/s %.2f", n, g.rate/d.rate)
+		if n == 8 {
+			fmt.Fprintf(&w, " (target >= 0.75: %s)", verdict(g.rate/d.rate >= 0.75))
+		}
+		if off.rate > 0 {
+			cost := 1 - g.rate/off.rate
+			fmt.Fprintf(&w, "; call log cost %.0f%% of calls/s (target < 10%%: %s)", 100*cost, verdict(cost < 0.10))
+		}
+		p99 := float64(g.lat.p99) / float64(d.lat.p99)
+		fmt.Fprintf(&w, "; p99 gateway/direct %.2f", p99)
+		if n == 64 {
+			fmt.Fprintf(&w, " (target <= 2: %s)", verdict(p99 <= 2))
+		}
+		cpu := g.perCall(g.serverCPU)
+		fmt.Fprintf(&w, "; gateway CPU %.1f µs/call with the call log on (target <= 60: %s)\n", cpu, verdict(cpu <= 60))
+	}
+	return strings.TrimRight(w.String(), "\n")
+}
+
+// discardWriter is a ResponseWriter that keeps only the status and the
+// byte count, for the in-process hot path.
+type discardWriter struct {
+	h      http.Header
+	status int
+	n      int
+	tail   []byte
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(s int)   { w.status = s }
+func (w *discardWriter) Flush()              {}
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.n += len(p)
+	w.tail = append(w.tail[:0], p[max(0, len(p)-64):]...)
+	return len(p), nil
+}
+
+// BenchmarkHotPath runs one echo tools/call per op through an in-process
+// gateway's HTTP handler (call log on, stdio upstream), with no network
+// and no client in between: -benchmem's allocs/op is the gateway's
+// allocations per call (plus the few of building the request here).
+func BenchmarkHotPath(b *testing.B) {
+	spec, err := fixtureSpec("fixture", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := startGateway([]switchboard.ServerSpec{spec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	ctx := context.Background()
+	tr := newTransport(2)
+	defer tr.CloseIdleConnections()
+	c := &rawClient{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: gw.URL}
+	var buf bytes.Buffer
+	sid, err := c.openSession(ctx, &buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := lightCall(ctx, c, sid, lightCallBody, &buf); err != nil {
+		b.Fatal(err)
+	}
+	h := gw.edge.Handler()
+	hdr := http.Header{
+		"Content-Type":         {"application/json"},
+		"Accept":               {"application/json, text/event-stream"},
+		"Mcp-Session-Id":       {sid},
+		"Mcp-Protocol-Version": {protocolVersion},
+	}
+	rd := bytes.NewReader(nil)
+	w := &discardWriter{h: http.Header{}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.RemoteAddr = "127.0.0.1:40000"
+	call := func() {
+		rd.Reset(lightCallBody)
+		r := *req
+		r.Header = hdr
+		r.Body = io.NopCloser(rd)
+		r.ContentLength = int64(len(lightCallBody))
+		clear(w.h)
+		w.status, w.n = 0, 0
+		h.ServeHTTP(w, &r)
+		if w.status != http.StatusOK || !bytes.Contains(w.tail, []byte("hello")) {
+			b.Fatalf("echo through the handler: status %d, %d bytes, tail %q", w.status, w.n, w.tail)
+		}
+	}
+	for range 100 {
+		call()
+	}
+	if os.Getenv("BENCH_HOTPATH_PARALLEL") != "" {
+		// For profiling under concurrency (8 goroutines on 2 cores): every
+		// goroutine posts on the same session.
+		b.SetParallelism(4)
+		var ids atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			rd := bytes.NewReader(nil)
+			w := &discardWriter{h: http.Header{}}
+			var body []byte
+			for pb.Next() {
+				body = fmt.Appendf(body[:0], `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`, ids.Add(1))
+				rd.Reset(body)
+				r := *req
+				r.Header = hdr.Clone()
+				r.Body = io.NopCloser(rd)
+				r.ContentLength = int64(len(lightCallBody))
+				clear(w.h)
+				w.status, w.n = 0, 0
+				h.ServeHTTP(w, &r)
+				if w.status != http.StatusOK || !bytes.Contains(w.tail, []byte("hello")) {
+					b.Errorf("status %d tail %q", w.status, w.tail)
+					return
+				}
+			}
+		})
+		return
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		call()
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
+	summary.set("hotpath", fmt.Sprintf("hot path in-process (handler, call log on, stdio upstream): %.0f allocs/call, %.0f B/call, %.1f µs/call wall (%d calls)",
+		float64(m1.Mallocs-m0.Mallocs)/float64(b.N), float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N),
+		float64(b.Elapsed().Microseconds())/float64(b.N), b.N))
+}
