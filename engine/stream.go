@@ -7,6 +7,8 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/switchboard-mcp/switchboard/internal/tail"
 )
 
 // stderrTail is how much of a container's stderr a Stream keeps.
@@ -20,7 +22,7 @@ const stderrTail = 16 << 10
 type Stream struct {
 	hj     client.HijackedResponse
 	stdout *io.PipeReader
-	stderr *ring
+	stderr *tail.Buffer
 
 	wmu       sync.Mutex
 	closeOnce sync.Once
@@ -35,7 +37,7 @@ func (e *Engine) Attach(ctx context.Context, id string) (*Stream, error) {
 		return nil, e.wrap(err, "attach container")
 	}
 	pr, pw := io.Pipe()
-	s := &Stream{hj: res.HijackedResponse, stdout: pr, stderr: &ring{n: stderrTail}, done: make(chan struct{})}
+	s := &Stream{hj: res.HijackedResponse, stdout: pr, stderr: tail.New(stderrTail), done: make(chan struct{})}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, s.stderr, res.Reader)
 		if err == nil {
@@ -73,27 +75,4 @@ func (s *Stream) Close() error {
 		_ = s.stdout.Close()
 	})
 	return nil
-}
-
-// ring keeps the last n bytes written to it.
-type ring struct {
-	mu  sync.Mutex
-	buf []byte
-	n   int
-}
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, p...)
-	if len(r.buf) > r.n {
-		r.buf = append(r.buf[:0], r.buf[len(r.buf)-r.n:]...)
-	}
-	return len(p), nil
-}
-
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return string(r.buf)
 }

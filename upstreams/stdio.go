@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/tail"
 )
 
 // stdioConn speaks newline-delimited JSON-RPC (the shared framer) to a
@@ -29,7 +29,7 @@ type stdioConn struct {
 	*framer
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *ring
+	stderr *tail.Buffer
 
 	exited  chan struct{} // closed after Wait returned
 	waitErr error
@@ -79,7 +79,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, limit in
 	}
 	cmd.Stdout = pw
 	c := &stdioConn{framer: newFramer(stdin, false, limit, onNote, log), cmd: cmd, stdin: stdin,
-		stderr: newRing(16 << 10), exited: make(chan struct{})}
+		stderr: tail.New(16 << 10), exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		_ = stdout.Close()
@@ -162,29 +162,4 @@ func (c *stdioConn) exitStatus() string {
 	default:
 		return ""
 	}
-}
-
-// ring keeps the last n bytes written to it.
-type ring struct {
-	mu  sync.Mutex
-	buf []byte
-	n   int
-}
-
-func newRing(n int) *ring { return &ring{n: n} }
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, p...)
-	if len(r.buf) > r.n {
-		r.buf = append(r.buf[:0], r.buf[len(r.buf)-r.n:]...)
-	}
-	return len(p), nil
-}
-
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return string(r.buf)
 }

@@ -69,6 +69,26 @@ func (a *API) hostAllowed(r *http.Request) error {
 var hostedRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // hostedID is the {id} of a route: a row ID or a server name.
+// hostedTarget resolves a route naming one hosted server: the project and
+// its hosted service, the admin check when the action decides what runs
+// on the host (admin), and the server's id or name.
+func (a *API) hostedTarget(r *http.Request, admin bool) (string, Hosted, string, error) {
+	p, h, err := a.hostedProject(r)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if admin {
+		if err := a.hostAllowed(r); err != nil {
+			return "", nil, "", err
+		}
+	}
+	id, err := hostedID(r)
+	if err != nil {
+		return "", nil, "", err
+	}
+	return p, h, id, nil
+}
+
 func hostedID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if !hostedRef.MatchString(id) {
@@ -115,11 +135,7 @@ func (a *API) createHosted(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getHosted(w http.ResponseWriter, r *http.Request) error {
-	p, h, err := a.hostedProject(r)
-	if err != nil {
-		return err
-	}
-	id, err := hostedID(r)
+	p, h, id, err := a.hostedTarget(r, false)
 	if err != nil {
 		return err
 	}
@@ -132,14 +148,7 @@ func (a *API) getHosted(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) deleteHosted(w http.ResponseWriter, r *http.Request) error {
-	p, h, err := a.hostedProject(r)
-	if err != nil {
-		return err
-	}
-	if err := a.hostAllowed(r); err != nil {
-		return err
-	}
-	id, err := hostedID(r)
+	p, h, id, err := a.hostedTarget(r, true)
 	if err != nil {
 		return err
 	}
@@ -157,14 +166,7 @@ func (a *API) deleteHosted(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) restartHosted(w http.ResponseWriter, r *http.Request) error {
-	p, h, err := a.hostedProject(r)
-	if err != nil {
-		return err
-	}
-	if err := a.hostAllowed(r); err != nil {
-		return err
-	}
-	id, err := hostedID(r)
+	p, h, id, err := a.hostedTarget(r, true)
 	if err != nil {
 		return err
 	}
@@ -177,14 +179,7 @@ func (a *API) restartHosted(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) hostedLogs(w http.ResponseWriter, r *http.Request) error {
-	p, h, err := a.hostedProject(r)
-	if err != nil {
-		return err
-	}
-	if err := a.hostAllowed(r); err != nil {
-		return err
-	}
-	id, err := hostedID(r)
+	p, h, id, err := a.hostedTarget(r, true)
 	if err != nil {
 		return err
 	}
@@ -203,14 +198,7 @@ func (a *API) hostedLogs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) callHosted(w http.ResponseWriter, r *http.Request) error {
-	p, h, err := a.hostedProject(r)
-	if err != nil {
-		return err
-	}
-	if err := a.hostAllowed(r); err != nil {
-		return err
-	}
-	id, err := hostedID(r)
+	p, h, id, err := a.hostedTarget(r, true)
 	if err != nil {
 		return err
 	}
