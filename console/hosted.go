@@ -127,17 +127,9 @@ func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, 
 	c.render(w, status, "hosted", v)
 }
 
-// hostedAction registers, restarts or deletes a hosted server through
-// the API, then shows the Hosted page again.
-func (c *Console) hostedAction(w http.ResponseWriter, r *http.Request) {
-	r, cancel := withTimeout(r, pageTimeout)
-	defer cancel()
-	p := r.PathValue("project")
-	if !projectID(p) {
-		c.renderError(w, r, nil, http.StatusNotFound, "Project not found.")
-		return
-	}
-	action := r.PathValue("action")
+// hostedDo registers, restarts or deletes a hosted server through the
+// API (see formAction).
+func (c *Console) hostedDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
 	f := r.PostFormValue
 	var rp reply
 	switch action {
@@ -149,7 +141,7 @@ func (c *Console) hostedAction(w http.ResponseWriter, r *http.Request) {
 		}
 		if !json.Valid([]byte(body)) {
 			c.hostedFailed(w, r, reply{status: http.StatusBadRequest}, "The registration is not valid JSON: write it as for POST /api/v1/mcp/servers, such as {\"name\": \"notes\", \"image\": \"example/notes-mcp:1.2\"}.")
-			return
+			return reply{}, true
 		}
 		rp = c.call(r, http.MethodPost, apiHosted(p), json.RawMessage(body), nil)
 	case "hosted-restart":
@@ -162,13 +154,9 @@ func (c *Console) hostedAction(w http.ResponseWriter, r *http.Request) {
 		rp = c.call(r, http.MethodDelete, apiHosted(p)+"/"+url.PathEscape(f("name"))+q, nil, nil)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
-		return
+		return reply{}, true
 	}
-	if !rp.ok() {
-		c.hostedFailed(w, r, rp, rp.message())
-		return
-	}
-	http.Redirect(w, r, "/ui/p/"+p+"/hosted?done="+action, http.StatusSeeOther)
+	return rp, false
 }
 
 func (c *Console) hostedFailed(w http.ResponseWriter, r *http.Request, rp reply, msg string) {

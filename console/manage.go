@@ -91,18 +91,9 @@ func (c *Console) renderManage(w http.ResponseWriter, r *http.Request, v *view, 
 	c.render(w, status, "manage", v)
 }
 
-// manage performs one form's action through the API and redirects back
-// to the Manage page (303), or shows the page again with the API's
-// refusal and status.
-func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
-	r, cancel := withTimeout(r, pageTimeout)
-	defer cancel()
-	p := r.PathValue("project")
-	if !projectID(p) {
-		c.renderError(w, r, nil, http.StatusNotFound, "Project not found.")
-		return
-	}
-	action := r.PathValue("action")
+// manageDo performs one Manage form's action through the API (see
+// formAction).
+func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
 	f := r.PostFormValue
 	base := apiProject(p)
 	var rp reply
@@ -115,11 +106,11 @@ func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
 		}
 		if cfg == "" {
 			c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "Give the server a URL or its entry as JSON.")
-			return
+			return reply{}, true
 		}
 		if !json.Valid([]byte(cfg)) {
 			c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The entry is not valid JSON: write it as in a servers file, such as {\"url\": \"https://...\"}.")
-			return
+			return reply{}, true
 		}
 		rp = c.call(r, http.MethodPost, base+"/servers", map[string]any{"name": f("name"), "description": f("description"),
 			"enabled": f("enabled") == "on", "config": json.RawMessage(cfg)}, nil)
@@ -131,7 +122,7 @@ func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
 		if cfg := strings.TrimSpace(f("config")); cfg != "" {
 			if !json.Valid([]byte(cfg)) {
 				c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The entry is not valid JSON.")
-				return
+				return reply{}, true
 			}
 			in["config"] = json.RawMessage(cfg)
 		}
@@ -152,7 +143,7 @@ func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
 			v := c.newView(w, r, "Manage", "manage")
 			v.Flash = "Token created. Copy it now: it is shown only this once."
 			c.renderManage(w, r, v, http.StatusCreated, &t, nil)
-			return
+			return reply{}, true
 		}
 	case "token-revoke":
 		rp = c.call(r, http.MethodDelete, base+"/tokens/"+url.PathEscape(f("id")), nil, nil)
@@ -160,26 +151,22 @@ func (c *Console) manage(w http.ResponseWriter, r *http.Request) {
 		m := strings.TrimSpace(f("manifest"))
 		if !json.Valid([]byte(m)) {
 			c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The manifest is not valid JSON: it needs {\"mcp\": {\"servers\": {name: entry, ...}}}.")
-			return
+			return reply{}, true
 		}
 		rp = c.call(r, http.MethodPut, base+"/products/"+url.PathEscape(f("product")), json.RawMessage(m), nil)
 	case "project-delete":
 		rp = c.call(r, http.MethodDelete, base, nil, nil)
 		if rp.ok() {
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
-			return
+			return reply{}, true
 		}
 	case "manifest-delete":
 		rp = c.call(r, http.MethodDelete, base+"/products/"+url.PathEscape(f("product")), nil, nil)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
-		return
+		return reply{}, true
 	}
-	if !rp.ok() {
-		c.manageFailed(w, r, rp, rp.message())
-		return
-	}
-	http.Redirect(w, r, "/ui/p/"+p+"/manage?done="+action, http.StatusSeeOther)
+	return rp, false
 }
 
 // manageFailed shows the Manage page again with msg and rp's status (a
@@ -197,4 +184,33 @@ func (c *Console) manageFailed(w http.ResponseWriter, r *http.Request, rp reply,
 	v := c.newView(w, r, "Manage", "manage")
 	v.Error = msg
 	c.renderManage(w, r, v, rp.status, nil, form)
+}
+
+// formAction runs one form posted to a project page: do performs action
+// through the API and returns its reply, or handled when it has answered
+// itself (a form refused before asking the API, a token shown once, an
+// unknown action). Success redirects back to the page (303, with done=
+// action); a refusal shows the page again through failed, with the API's
+// status and message.
+func (c *Console) formAction(page string, do func(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool),
+	failed func(w http.ResponseWriter, r *http.Request, rp reply, msg string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r, cancel := withTimeout(r, pageTimeout)
+		defer cancel()
+		p := r.PathValue("project")
+		if !projectID(p) {
+			c.renderError(w, r, nil, http.StatusNotFound, "Project not found.")
+			return
+		}
+		action := r.PathValue("action")
+		rp, handled := do(w, r, p, action)
+		if handled {
+			return
+		}
+		if !rp.ok() {
+			failed(w, r, rp, rp.message())
+			return
+		}
+		http.Redirect(w, r, "/ui/p/"+p+"/"+page+"?done="+action, http.StatusSeeOther)
+	}
 }

@@ -88,17 +88,9 @@ func (c *Console) renderSandbox(w http.ResponseWriter, r *http.Request, v *view,
 	c.render(w, status, "sandbox", v)
 }
 
-// sandboxAction switches the project's sandbox tools or runs a workspace
-// operation through the API, then shows the Sandbox page again.
-func (c *Console) sandboxAction(w http.ResponseWriter, r *http.Request) {
-	r, cancel := withTimeout(r, pageTimeout)
-	defer cancel()
-	p := r.PathValue("project")
-	if !projectID(p) {
-		c.renderError(w, r, nil, http.StatusNotFound, "Project not found.")
-		return
-	}
-	action := r.PathValue("action")
+// sandboxDo switches the project's sandbox tools or runs a workspace
+// operation through the API (see formAction).
+func (c *Console) sandboxDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
 	id := url.PathEscape(r.PostFormValue("id"))
 	base := apiProject(p)
 	var rp reply
@@ -113,17 +105,18 @@ func (c *Console) sandboxAction(w http.ResponseWriter, r *http.Request) {
 		rp = c.call(r, http.MethodPost, base+"/snapshots/"+id+"/restore", nil, nil)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
+		return reply{}, true
+	}
+	return rp, false
+}
+
+// sandboxFailed shows the Sandbox page again with the API's refusal.
+func (c *Console) sandboxFailed(w http.ResponseWriter, r *http.Request, rp reply, msg string) {
+	if rp.status == http.StatusUnauthorized {
+		c.failed(w, r, nil, rp)
 		return
 	}
-	if !rp.ok() {
-		if rp.status == http.StatusUnauthorized {
-			c.failed(w, r, nil, rp)
-			return
-		}
-		v := c.newView(w, r, "Sandbox", "sandbox")
-		v.Error = rp.message()
-		c.renderSandbox(w, r, v, rp.status)
-		return
-	}
-	http.Redirect(w, r, "/ui/p/"+p+"/sandbox?done="+action, http.StatusSeeOther)
+	v := c.newView(w, r, "Sandbox", "sandbox")
+	v.Error = msg
+	c.renderSandbox(w, r, v, rp.status)
 }
