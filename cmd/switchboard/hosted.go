@@ -17,22 +17,13 @@ import (
 	"github.com/switchboard-mcp/switchboard/projects"
 )
 
-// hostedRuntime is the hosted-server service and the engine client it
-// uses, closed together after the hub.
+// hostedRuntime is the hosted-server service, closed after the hub.
 type hostedRuntime struct {
 	svc *hosted.Service
-	eng *engine.Engine
 }
 
-// Close stops every hosted container (SIGTERM, then SIGKILL) and closes
-// the engine client.
-func (h *hostedRuntime) Close(ctx context.Context) error {
-	err := h.svc.Close(ctx)
-	if h.eng != nil {
-		err = errors.Join(err, h.eng.Close())
-	}
-	return err
-}
+// Close stops every hosted container (SIGTERM, then SIGKILL).
+func (h *hostedRuntime) Close(ctx context.Context) error { return h.svc.Close(ctx) }
 
 // instanceName names this gateway on the Docker engine, for hosted servers
 // and the sandbox alike: MCP_SERVER_INSTANCE,
@@ -55,11 +46,11 @@ func instanceName(cfg config.Config) string {
 	return "sb-" + hex.EncodeToString(sum[:6])
 }
 
-// newHosted makes the engine client (no I/O) and the hosted-server
-// service. An engine that does not answer is a warning: the gateway
+// newHosted makes the hosted-server service on eng, the gateway's one
+// engine client. An engine that does not answer is a warning: the gateway
 // serves everything else and each hosted server reports why it waits.
 // hub is read when the service first needs it, after it is built.
-func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, hub func() *projects.Hub) *hostedRuntime {
+func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, eng *engine.Engine, hub func() *projects.Hub) *hostedRuntime {
 	mgr := func(p string) (hosted.Upstreams, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -78,25 +69,17 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 		},
 		Logger: log,
 	}
-	var eng *engine.Engine
 	if !cfg.Hosted.Enabled {
 		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
 	} else {
-		var err error
-		eng, err = engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
-		if err != nil {
-			opts.EngineErr = err
-			log.Warn("hosted servers unavailable: no Docker engine client", "err", err)
-		} else {
-			opts.Engine = eng
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := eng.Ping(pctx); err != nil {
-				log.Warn("Docker engine not reachable; hosted servers wait for it and report why in their status", "err", err)
-			}
-			cancel()
+		opts.Engine = eng
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if err := eng.Ping(pctx); err != nil {
+			log.Warn("Docker engine not reachable; hosted servers wait for it and report why in their status", "err", err)
 		}
+		cancel()
 	}
-	return &hostedRuntime{svc: hosted.New(opts), eng: eng}
+	return &hostedRuntime{svc: hosted.New(opts)}
 }
 
 // loadHosted reads and checks the servers file's "hosted" entries.

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/calllog"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/console"
+	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/projects"
 	"github.com/switchboard-mcp/switchboard/secrets"
@@ -138,11 +139,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
 		observers = append(observers, calls)
 	}
-	sbox, err := startSandbox(ctx, cfg, st, log)
+	// One Docker engine client for hosted servers and the sandbox: no I/O
+	// until they use it; closed when run returns, after both stopped.
+	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
 	if err != nil {
 		_ = st.Close()
-		return err
+		return fmt.Errorf("DOCKER_HOST: %w", err)
 	}
+	defer eng.Close()
+	sbox := startSandbox(ctx, cfg, st, eng, log)
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).
 	var hopBytes [8]byte
@@ -151,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	met := metrics.New()
 	observers = append(observers, met)
 	var hub *projects.Hub
-	hr := newHosted(ctx, cfg, log, st, func() *projects.Hub { return hub })
+	hr := newHosted(ctx, cfg, log, st, eng, func() *projects.Hub { return hub })
 	met.Hosted(hr.svc.All)
 	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,

@@ -95,7 +95,6 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 // uses, and which projects serve its tools.
 type sandboxRuntime struct {
 	svc        *sandbox.Service
-	eng        *engine.Engine
 	defaultsOn bool // MCP_SERVER_SANDBOX: projects serve the tools unless switched
 	log        *slog.Logger
 
@@ -111,11 +110,7 @@ const sandboxServer = "sandbox"
 
 // startSandbox builds the sandbox service (no I/O beyond removing
 // session containers a crashed predecessor left).
-func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, log *slog.Logger) (*sandboxRuntime, error) {
-	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("DOCKER_HOST: %w", err)
-	}
+func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, e *engine.Engine, log *slog.Logger) *sandboxRuntime {
 	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
 	var mounts []sandbox.Volume
 	for _, v := range vols {
@@ -131,7 +126,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	if err := svc.Reap(rctx); err != nil {
 		log.Warn("sandbox: could not look for session containers left by a previous run", "err", switchboard.Message(err))
 	}
-	return &sandboxRuntime{svc: svc, eng: e, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}, nil
+	return &sandboxRuntime{svc: svc, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
 }
 
 // enabled reports whether project serves the sandbox tools.
@@ -222,8 +217,4 @@ func (r *sandboxRuntime) anyEnabled() bool {
 	return false
 }
 
-func (r *sandboxRuntime) close(ctx context.Context) error {
-	err := r.svc.Close(ctx)
-	_ = r.eng.Close()
-	return err
-}
+func (r *sandboxRuntime) close(ctx context.Context) error { return r.svc.Close(ctx) }
