@@ -52,6 +52,10 @@ type Options struct {
 	// idle expiry, a dropped legacy SSE stream, shutdown, or the project
 	// being deleted). It must not block for long.
 	OnSessionEnd func(project, session string)
+	// SessionTools, when set, gives each project's edge the tools single
+	// client sessions add to their own view (server.Options.SessionTools);
+	// it is called once when the project's runtime is created.
+	SessionTools func(project string) server.SessionTools
 	// Streams, when set, gives each project's manager the opener of its
 	// hosted servers' streams (upstreams.Options.Streams); it is called
 	// once when the project's runtime is created.
@@ -154,6 +158,9 @@ func (h *Hub) newRuntime(id string) *runtime {
 	eo.OpenSessions = h.Sessions
 	if h.opts.OnSessionEnd != nil {
 		eo.OnSessionEnd = func(session string) { h.opts.OnSessionEnd(id, session) }
+	}
+	if h.opts.SessionTools != nil {
+		eo.SessionTools = h.opts.SessionTools(id)
 	}
 	if eo.Observer != nil {
 		eo.Observer = redactingObserver{eo.Observer, rt.redact}
@@ -488,6 +495,18 @@ func (h *Hub) Manager(ctx context.Context, id string) (*upstreams.Manager, error
 		return nil, err
 	}
 	return rt.mgr, nil
+}
+
+// SessionToolsChanged tells one client session of project id that its
+// own tool list changed (server.Server.SessionToolsChanged). A project
+// without a runtime on this replica has no such session: nothing to do.
+func (h *Hub) SessionToolsChanged(id, session string) {
+	h.mu.Lock()
+	rt := h.runtimes[id]
+	h.mu.Unlock()
+	if rt != nil {
+		rt.edge.SessionToolsChanged(session)
+	}
 }
 
 // SetBuiltin sets (b == nil: removes) built-in server name of project id

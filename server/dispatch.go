@@ -130,7 +130,11 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		if p.Cursor != nil && *p.Cursor != "" {
 			return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: tools/list returns every tool in one page"}
 		}
-		return s.renderTools(s.gw.Tools(ctx)), nil
+		c := s.gw.Tools(ctx)
+		if own := s.sessionCatalog(session); own != nil {
+			return renderWithSession(c, own), nil
+		}
+		return s.renderTools(c), nil
 	case "tools/call":
 		var p struct {
 			Name      *string         `json:"name"`
@@ -174,8 +178,15 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			defer s.inflight.Delete(key)
 		}
 		start := time.Now()
-		res, err := s.gw.Call(ctx, switchboard.CallRequest{Project: s.opts.Project, Session: session,
-			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress})
+		req := switchboard.CallRequest{Project: s.opts.Project, Session: session,
+			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress}
+		var res json.RawMessage
+		var err error
+		if s.ownsTool(session, req.Tool) {
+			res, err = s.opts.SessionTools.CallSessionTool(ctx, req)
+		} else {
+			res, err = s.gw.Call(ctx, req)
+		}
 		if err != nil {
 			rpc := toRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
@@ -204,6 +215,8 @@ func (s *Server) observe(ctx context.Context, session, name string, args json.Ra
 	}
 	server := ""
 	if t, ok := s.gw.Catalog().Lookup(name); ok {
+		server = t.Server
+	} else if t, ok := s.sessionCatalog(session).Lookup(name); ok {
 		server = t.Server
 	}
 	s.opts.Observer.ObserveCall(switchboard.ToolCallRecord{
@@ -238,6 +251,56 @@ func (s *Server) cancelled(session string, m *rpcMessage) {
 	if c, ok := s.inflight.Load(session + "\x00" + string(p.RequestID)); ok {
 		c.(context.CancelFunc)()
 	}
+}
+
+// sessionCatalog returns session's own tools (Options.SessionTools), nil
+// when it has none or there is no session.
+func (s *Server) sessionCatalog(session string) *switchboard.Catalog {
+	if s.opts.SessionTools == nil || session == "" {
+		return nil
+	}
+	return s.opts.SessionTools.SessionCatalog(session)
+}
+
+// ownsTool reports whether a call of name on session goes to the
+// session's own tools: they have it and the project does not.
+func (s *Server) ownsTool(session, name string) bool {
+	own := s.sessionCatalog(session)
+	if own == nil {
+		return false
+	}
+	if _, ok := own.Lookup(name); !ok {
+		return false
+	}
+	_, taken := s.gw.Catalog().Lookup(name)
+	return !taken
+}
+
+// renderWithSession is the tools/list result of a session with tools of
+// its own: the project's tools, then the session's that no project tool
+// shadows. It is rendered per request (sessions with tools of their own
+// are few, and their lists change with each mcp-add).
+func renderWithSession(c, own *switchboard.Catalog) []byte {
+	b := append(make([]byte, 0, 1024), `{"tools":[`...)
+	n := 0
+	for _, t := range c.Tools {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t.Raw...)
+		n++
+	}
+	for _, t := range own.Tools {
+		if _, taken := c.Lookup(t.Name); taken {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t.Raw...)
+		n++
+	}
+	return append(b, "]}"...)
 }
 
 // renderTools returns the tools/list result for c, rendered once per

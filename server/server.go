@@ -98,6 +98,23 @@ type Options struct {
 	// and a plain GET /mcp), such as "sandbox"; it is called per request
 	// and must return within ctx.
 	StatusSections func(ctx context.Context) map[string]any
+	// SessionTools, when set, serves the tools that one client session
+	// added to its own view (catalog servers it activated with mcp-add).
+	SessionTools SessionTools
+}
+
+// SessionTools are tools only one client session sees. They are listed
+// after the project's tools and called when the project's catalog has no
+// tool of that name: a project tool wins a collision. A request without a
+// session never sees them.
+type SessionTools interface {
+	// SessionCatalog returns session's own tools, nil when it has none.
+	// It runs on every tools/list and tools/call of a session: it must be
+	// cheap and must not block.
+	SessionCatalog(session string) *switchboard.Catalog
+	// CallSessionTool runs a tool of req.Session's own catalog. Errors are
+	// domain errors or *switchboard.RPCError, as from Gateway.Call.
+	CallSessionTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error)
 }
 
 // Observer records tool calls (metrics, the call log). It must not block.
@@ -604,6 +621,22 @@ func (s *Server) ToolsChanged() {
 	s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
 	s.legacy.broadcast([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 	s.listens.notify()
+}
+
+// SessionToolsChanged tells one client session that its own tool list
+// changed (SessionTools). A streamable session gets it on its GET stream,
+// a legacy one on its SSE stream; a session without a stream misses it (it
+// is a hint to re-list: the tool that changed it also says so in its
+// result).
+func (s *Server) SessionToolsChanged(session string) {
+	if ls := s.legacy.get(session); ls != nil {
+		select {
+		case ls.out <- []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`):
+		default:
+		}
+		return
+	}
+	_ = s.mcp.SendNotificationToSpecificClient(session, string(mcp.MethodNotificationToolsListChanged), nil)
 }
 
 // handleStatus answers GET / and a plain GET /mcp with what a human or a

@@ -1,0 +1,286 @@
+package hosted
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// A catalog file lists MCP servers a client session can switch on with
+// mcp-add, in Docker MCP Gateway's `registry:` format, so a catalog
+// written for Docker's gateway loads unchanged:
+//
+//	registry:
+//	  fetch:
+//	    description: Fetches a URL from the internet
+//	    title: Fetch
+//	    type: server
+//	    image: mcp/fetch@sha256:...
+//	    longLived: false
+//	    command: ["--ignore-robots-txt"]
+//	    env: [{name: LOG_LEVEL, value: info}]
+//	    secrets: [{name: fetch.api_key, env: FETCH_API_KEY}]
+//	    volumes: ["fetch-cache:/cache"]
+//
+// Fields of Docker's format that Switchboard does not act on (icon,
+// readme, tools, metadata, oauth, policy...) are accepted and ignored;
+// any other field is an error, so a typo is not silently dropped. Entries
+// of type "remote" or "poci" are skipped with a warning.
+
+// maxCatalogBytes bounds a catalog file.
+const maxCatalogBytes = 8 << 20
+
+// CatalogEntry is one server of the catalog, validated.
+type CatalogEntry struct {
+	Name        string
+	Title       string
+	Description string
+	Image       string
+	// LongLived: one container for the session's lifetime; otherwise a
+	// fresh container per tool call.
+	LongLived bool
+	Command   []string
+	User      string
+	// Env are literal values or `${SECRET}` references to the calling
+	// project's secrets; Secrets maps project secret names to variables.
+	Env     map[string]string
+	Secrets map[string]string // env variable -> project secret name
+	Volumes []CatalogVolume
+	// Network is "none" (disableNetwork: true) or "bridge".
+	Network      string
+	ReadOnlyRoot bool
+}
+
+// CatalogVolume is a named volume of a catalog entry: it persists across
+// sessions and is never removed by the gateway (it is the operator's).
+type CatalogVolume struct {
+	Name, Target string
+	ReadOnly     bool
+}
+
+// Catalog is a parsed catalog file: its entries by name, and what was
+// skipped.
+type Catalog struct {
+	Entries  []*CatalogEntry // sorted by name
+	Warnings []string
+}
+
+// Entry returns the entry called name.
+func (c *Catalog) Entry(name string) *CatalogEntry {
+	if c == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(c.Entries, name, func(e *CatalogEntry, n string) int { return strings.Compare(e.Name, n) })
+	if !ok {
+		return nil
+	}
+	return c.Entries[i]
+}
+
+// catalogFile is the file's shape. Fields Docker's format defines but
+// Switchboard ignores are listed so they are not errors.
+type catalogFile struct {
+	Name        string                  `yaml:"name"`
+	DisplayName string                  `yaml:"displayName"`
+	Registry    map[string]catalogEntry `yaml:"registry"`
+	Policy      any                     `yaml:"policy"`
+}
+
+type catalogEntry struct {
+	Name           string   `yaml:"name"`
+	Type           string   `yaml:"type"`
+	Image          string   `yaml:"image"`
+	Description    string   `yaml:"description"`
+	Title          string   `yaml:"title"`
+	LongLived      bool     `yaml:"longLived"`
+	Command        []string `yaml:"command"`
+	User           string   `yaml:"user"`
+	DisableNetwork bool     `yaml:"disableNetwork"`
+	ReadOnlyRoot   bool     `yaml:"readOnlyRoot"` // ours, not Docker's: default false, as there
+	Env            []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	Secrets []struct {
+		Name string `yaml:"name"`
+		Env  string `yaml:"env"`
+	} `yaml:"secrets"`
+	Volumes []string `yaml:"volumes"`
+	// Accepted, not acted on.
+	Icon        any `yaml:"icon"`
+	Readme      any `yaml:"readme"`
+	Remote      any `yaml:"remote"`
+	SSEEndpoint any `yaml:"sseEndpoint"`
+	OAuth       any `yaml:"oauth"`
+	AllowHosts  any `yaml:"allowHosts"`
+	ExtraHosts  any `yaml:"extraHosts"`
+	Tools       any `yaml:"tools"`
+	Config      any `yaml:"config"`
+	Prefix      any `yaml:"prefix"`
+	Metadata    any `yaml:"metadata"`
+	Policy      any `yaml:"policy"`
+}
+
+var (
+	catalogVolumeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	secretNameChars   = regexp.MustCompile(`[^A-Za-z0-9_]`)
+)
+
+// ParseCatalog reads a catalog file. Every problem is reported at once,
+// each naming the entry and field; errors wrap switchboard.ErrInvalid.
+func ParseCatalog(r io.Reader) (*Catalog, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxCatalogBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxCatalogBytes {
+		return nil, invalid("catalog file is larger than %d MiB", maxCatalogBytes>>20)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f catalogFile
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, invalid("catalog file is empty; it needs a top-level \"registry:\" map of servers")
+		}
+		return nil, invalid("catalog file: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(f.Registry) == 0 {
+		return nil, invalid("catalog file has no servers: it needs a top-level \"registry:\" map of servers")
+	}
+	c := &Catalog{}
+	var errs []error
+	for name, raw := range f.Registry {
+		e, warn, err := catalogEntryOf(name, raw)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case warn != "":
+			c.Warnings = append(c.Warnings, warn)
+		default:
+			c.Entries = append(c.Entries, e)
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, errors.Join(errs...)
+	}
+	slices.SortFunc(c.Entries, func(a, b *CatalogEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(c.Warnings)
+	return c, nil
+}
+
+func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error) {
+	if !validName.MatchString(name) {
+		return nil, "", invalid("catalog server %q: the name must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(name))
+	}
+	switch raw.Type {
+	case "", "server":
+	case "remote", "poci":
+		return nil, fmt.Sprintf("catalog server %q skipped: type %q is not supported (only \"server\", a container image)", name, raw.Type), nil
+	default:
+		return nil, "", invalid("catalog server %q: type %q is not one of \"server\", \"remote\", \"poci\"", name, switchboard.Clip(raw.Type))
+	}
+	bad := func(format string, args ...any) (*CatalogEntry, string, error) {
+		return nil, "", invalid("catalog server %q: "+format, append([]any{name}, args...)...)
+	}
+	if raw.Image == "" {
+		return bad("image is required")
+	}
+	if !imageRef.MatchString(raw.Image) {
+		return bad("image %q is not a valid image reference", switchboard.Clip(raw.Image))
+	}
+	e := &CatalogEntry{Name: name, Title: raw.Title, Description: raw.Description, Image: raw.Image,
+		LongLived: raw.LongLived, Command: raw.Command, User: raw.User, Network: "bridge", ReadOnlyRoot: raw.ReadOnlyRoot,
+		Env: map[string]string{}, Secrets: map[string]string{}}
+	if raw.DisableNetwork {
+		e.Network = "none"
+	}
+	if len(raw.Command) > maxArgs {
+		return bad("at most %d command arguments", maxArgs)
+	}
+	for _, a := range raw.Command {
+		if strings.ContainsRune(a, 0) || strings.Contains(a, "{{") {
+			return bad("command arguments must not hold NUL characters or {{...}} templates (Docker's per-user config is not supported; use env with ${SECRET})")
+		}
+	}
+	if strings.ContainsAny(raw.User, " \t\n\x00") {
+		return bad("user %q is not a user name or uid[:gid]", switchboard.Clip(raw.User))
+	}
+	for _, v := range raw.Env {
+		if !envName.MatchString(v.Name) {
+			return bad("env name %q must be letters, digits and '_', not starting with a digit", switchboard.Clip(v.Name))
+		}
+		if strings.ContainsRune(v.Value, 0) || strings.Contains(v.Value, "{{") {
+			return bad("env %s: {{...}} templates are not supported; write the value, or ${SECRET} for a project secret", v.Name)
+		}
+		e.Env[v.Name] = v.Value
+	}
+	for _, s := range raw.Secrets {
+		if !envName.MatchString(s.Env) {
+			return bad("secret %q: env %q must be a variable name", switchboard.Clip(s.Name), switchboard.Clip(s.Env))
+		}
+		if s.Name == "" {
+			return bad("secret for %s: name is required", s.Env)
+		}
+		if _, dup := e.Env[s.Env]; dup {
+			return bad("%s is set both by env and by a secret", s.Env)
+		}
+		e.Secrets[s.Env] = SecretName(s.Name)
+	}
+	if len(e.Env)+len(e.Secrets) > maxEnv {
+		return bad("at most %d environment variables", maxEnv)
+	}
+	if len(raw.Volumes) > maxVolumes {
+		return bad("at most %d volumes", maxVolumes)
+	}
+	for _, v := range raw.Volumes {
+		vol, err := catalogVolume(v)
+		if err != nil {
+			return bad("volume %q: %s", switchboard.Clip(v), err)
+		}
+		e.Volumes = append(e.Volumes, vol)
+	}
+	return e, "", nil
+}
+
+// catalogVolume reads "name:/path" or "name:/path:ro". Host paths are
+// refused: the catalog never mounts the gateway's filesystem.
+func catalogVolume(v string) (CatalogVolume, error) {
+	parts := strings.Split(v, ":")
+	var vol CatalogVolume
+	switch {
+	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
+		vol.ReadOnly = parts[2] == "ro"
+	case len(parts) != 2:
+		return vol, errors.New(`must be "volume-name:/container/path" (optionally ":ro")`)
+	}
+	vol.Name, vol.Target = parts[0], parts[1]
+	if strings.HasPrefix(vol.Name, "/") || strings.HasPrefix(vol.Name, ".") || strings.Contains(vol.Name, "{{") {
+		return vol, errors.New("host paths and templates are not mounted; name a Docker volume (it is created when missing and kept)")
+	}
+	if !catalogVolumeName.MatchString(vol.Name) {
+		return vol, errors.New("the volume name must be letters, digits, '_', '.', '-'")
+	}
+	if !strings.HasPrefix(vol.Target, "/") || path.Clean(vol.Target) == "/" || strings.ContainsAny(vol.Target, ",\x00\n") {
+		return vol, errors.New("the container path must be absolute and not \"/\"")
+	}
+	vol.Target = path.Clean(vol.Target)
+	return vol, nil
+}
+
+// SecretName is the project secret a catalog secret name reads: Docker's
+// dotted names ("github.personal_access_token") with every character a
+// secret name cannot hold replaced by '_' ("github_personal_access_token").
+func SecretName(name string) string {
+	return secretNameChars.ReplaceAllString(name, "_")
+}

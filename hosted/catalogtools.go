@@ -1,0 +1,156 @@
+package hosted
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// CatalogTools are mcp-find, mcp-add and mcp-remove for one project: an
+// upstreams.Builtin.
+type CatalogTools struct {
+	o       *OnDemand
+	project string
+	// Taken, when set, reports whether the project itself serves a tool
+	// name (it wins over a catalog server's tool of the same name).
+	Taken func(name string) bool
+}
+
+var catalogToolDefs = []json.RawMessage{
+	json.RawMessage(`{"name":"mcp-find","title":"Find catalog MCP servers","description":"Search the gateway's catalog of MCP servers that can be added to this session with mcp-add. Matches the query against each server's name, title and description (case-insensitive); an empty query lists every server. Each result says whether the server runs one container for the whole session (long_lived) or a fresh container per tool call, and whether this session has added it.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"Words to look for; empty lists all servers."},"limit":{"type":"integer","minimum":1,"maximum":200,"description":"At most this many results (default 50)."}},"additionalProperties":false},"outputSchema":{"type":"object","properties":{"servers":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"image":{"type":"string"},"long_lived":{"type":"boolean"},"added":{"type":"boolean"}},"required":["name","long_lived","added"]}},"total":{"type":"integer"}},"required":["servers","total"]},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
+	json.RawMessage(`{"name":"mcp-add","title":"Add a catalog MCP server to this session","description":"Start a catalog MCP server (see mcp-find) for this client session and add its tools to this session's tools/list; the session is sent notifications/tools/list_changed. Arguments: {\"name\": \"fetch\"}. The server's containers are removed when the session ends or with mcp-remove. Needs a client session (a request without one is refused).","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The catalog server's name, as mcp-find lists it."}},"required":["name"],"additionalProperties":false},"outputSchema":{"type":"object","properties":{"server":{"type":"string"},"long_lived":{"type":"boolean"},"already_added":{"type":"boolean"},"tools":{"type":"array","items":{"type":"string"}},"shadowed":{"type":"array","items":{"type":"string"}},"message":{"type":"string"}},"required":["server","long_lived","already_added","tools","message"]},"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
+	json.RawMessage(`{"name":"mcp-remove","title":"Remove a catalog MCP server from this session","description":"Remove a server added with mcp-add from this session: its tools leave this session's tools/list and its container is removed.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The server's name."}},"required":["name"],"additionalProperties":false},"outputSchema":{"type":"object","properties":{"server":{"type":"string"},"removed":{"type":"boolean"},"message":{"type":"string"}},"required":["server","removed","message"]},"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,"openWorldHint":false}}`),
+}
+
+// Tools lists the catalog tools.
+func (t *CatalogTools) Tools() []json.RawMessage { return catalogToolDefs }
+
+// FoundServer is one mcp-find result.
+type FoundServer struct {
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Image       string `json:"image"`
+	LongLived   bool   `json:"long_lived"`
+	Added       bool   `json:"added"`
+}
+
+// CallTool runs one catalog tool. Errors are domain errors, mapped by the
+// edge's table (ErrInvalid is -32602, ErrResourceLimit -32600, the rest
+// -32603).
+func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	switch req.Tool {
+	case ToolFind:
+		var a struct {
+			Query *string `json:"query"`
+			Limit *int    `json:"limit"`
+		}
+		if err := strictArgs(req, &a); err != nil {
+			return nil, err
+		}
+		limit := 50
+		if a.Limit != nil {
+			if *a.Limit < 1 || *a.Limit > 200 {
+				return nil, switchboard.Errorf(switchboard.ErrInvalid, "%s: limit must be between 1 and 200", ToolFind)
+			}
+			limit = *a.Limit
+		}
+		q := ""
+		if a.Query != nil {
+			q = strings.ToLower(strings.TrimSpace(*a.Query))
+		}
+		added := map[string]bool{}
+		for _, n := range t.o.Added(t.project, req.Session) {
+			added[n] = true
+		}
+		found := []FoundServer{}
+		total := 0
+		for _, e := range t.o.cat.Entries {
+			if !matches(e, q) {
+				continue
+			}
+			total++
+			if len(found) < limit {
+				found = append(found, FoundServer{Name: e.Name, Title: e.Title, Description: e.Description, Image: e.Image, LongLived: e.LongLived, Added: added[e.Name]})
+			}
+		}
+		return structured(map[string]any{"servers": found, "total": total})
+	case ToolAdd:
+		name, err := nameArg(req)
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.o.Add(ctx, t.project, req.Session, name, t.Taken)
+		if err != nil {
+			return nil, err
+		}
+		return structured(res)
+	case ToolRemove:
+		name, err := nameArg(req)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.o.Remove(t.project, req.Session, name); err != nil {
+			return nil, err
+		}
+		return structured(map[string]any{"server": name, "removed": true, "message": "removed " + name + " from this session; its container is being removed"})
+	}
+	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", switchboard.Clip(req.Tool))
+}
+
+// matches reports whether e matches every word of q.
+func matches(e *CatalogEntry, q string) bool {
+	if q == "" {
+		return true
+	}
+	hay := strings.ToLower(e.Name + "\n" + e.Title + "\n" + e.Description)
+	for _, w := range strings.Fields(q) {
+		if !strings.Contains(hay, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// strictArgs decodes a tool's arguments, refusing unknown members.
+func strictArgs(req switchboard.CallRequest, v any) error {
+	if len(req.Arguments) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(req.Arguments))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, "%s: invalid arguments: %s", req.Tool, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func nameArg(req switchboard.CallRequest) (string, error) {
+	var a struct {
+		Name *string `json:"name"`
+	}
+	if err := strictArgs(req, &a); err != nil {
+		return "", err
+	}
+	if a.Name == nil || *a.Name == "" {
+		return "", switchboard.Errorf(switchboard.ErrInvalid, `%s: "name" (string) is required, such as {"name": "fetch"}; %s lists the servers`, req.Tool, ToolFind)
+	}
+	return *a.Name, nil
+}
+
+// structured renders v as a tool result: JSON text content and the same
+// value as structuredContent.
+func structured(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{
+		"content":           []map[string]any{{"type": "text", "text": string(b)}},
+		"structuredContent": json.RawMessage(b),
+		"isError":           false,
+	})
+}

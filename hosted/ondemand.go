@@ -1,0 +1,903 @@
+package hosted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+// KindCatalog is the engine.LabelKind value of catalog containers: the
+// servers client sessions switch on with mcp-add.
+const KindCatalog = "catalog"
+
+// The catalog tools, on every project's endpoint when a catalog is set.
+const (
+	ToolFind   = "mcp-find"
+	ToolAdd    = "mcp-add"
+	ToolRemove = "mcp-remove"
+)
+
+// OnDemandOptions configure OnDemand.
+type OnDemandOptions struct {
+	Engine    *engine.Engine // nil: no engine; mcp-add says why
+	EngineErr error
+	Catalog   *Catalog
+	// Secrets returns a project's decrypted secrets, for a catalog entry's
+	// secrets and `${NAME}` in its env values.
+	Secrets func(ctx context.Context, project string) (map[string]string, error)
+	// ProjectCatalog, when set, returns the tools a project serves itself,
+	// so mcp-add can report which of a server's tools they shadow.
+	ProjectCatalog func(project string) *switchboard.Catalog
+	// Notify tells one client session of a project that its own tool list
+	// changed. It must not block.
+	Notify func(project, session string)
+	// WarmPool is how many started and initialized containers each
+	// per-call server keeps ready while a session has it added (0: every
+	// call starts a container cold).
+	WarmPool int
+	// MaxContainers caps the long-lived containers of all sessions
+	// together (default 20).
+	MaxContainers int
+	Version       string
+	// CallTimeout bounds one tool call (default 30s), ConnectTimeout the
+	// start and initialize of one container (default 30s), StopTimeout
+	// its stop (default 10s).
+	CallTimeout, ConnectTimeout, StopTimeout time.Duration
+	Logger                                   *slog.Logger
+}
+
+// OnDemand runs the catalog's servers for the client sessions that ask
+// for them (mcp-add): a long-lived server gets one container for the
+// session's lifetime, a per-call server a fresh container for every tool
+// call, taken from a small warm pool. Every container is bound to a
+// session or to a pool in use, and removed when the session ends, the
+// server is removed, or the gateway stops: none outlives its owner.
+type OnDemand struct {
+	opts OnDemandOptions
+	eng  *engine.Engine
+	cat  *Catalog
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[sessionKey]*sessionState
+	pools    map[poolKey]*pool
+	long     int // long-lived containers running or starting, under mu
+	closed   bool
+	// owning counts sessions with tools of their own: SessionCatalog's
+	// lock-free answer for everyone else.
+	owning atomic.Int64
+
+	wg       sync.WaitGroup // retirements and pool refills
+	// retiring counts retirements under way (WaitRetired), under retMu.
+	retMu    sync.Mutex
+	retiring int
+	retDone  *sync.Cond
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+type sessionKey struct{ project, session string }
+type poolKey struct{ project, server string }
+
+// sessionState is what one client session added.
+type sessionState struct {
+	op      sync.Mutex // serializes this session's mcp-add and mcp-remove
+	acts    []*activation
+	catalog atomic.Pointer[switchboard.Catalog]
+	ended   bool // under OnDemand.mu
+	version uint64
+}
+
+// activation is one catalog server a session added.
+type activation struct {
+	entry *CatalogEntry
+	tools []switchboard.Tool
+	inst  *instance // long-lived
+	pool  *pool     // per-call
+}
+
+// NewOnDemand returns the service; Start removes what a previous run left.
+func NewOnDemand(opts OnDemandOptions) *OnDemand {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxContainers <= 0 {
+		opts.MaxContainers = 20
+	}
+	if opts.WarmPool < 0 {
+		opts.WarmPool = 0
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 30 * time.Second
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 10 * time.Second
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = func(context.Context, string) (map[string]string, error) { return nil, nil }
+	}
+	if opts.Notify == nil {
+		opts.Notify = func(string, string) {}
+	}
+	if opts.Catalog == nil {
+		opts.Catalog = &Catalog{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
+		sessions: map[sessionKey]*sessionState{}, pools: map[poolKey]*pool{}, ctx: ctx, cancel: cancel}
+	o.retDone = sync.NewCond(&o.retMu)
+	return o
+}
+
+// Catalog returns the catalog the service serves.
+func (o *OnDemand) Catalog() *Catalog { return o.cat }
+
+// Start removes catalog containers a previous run of this gateway
+// instance left behind (killed with -9): their sessions died with it.
+func (o *OnDemand) Start(ctx context.Context) error {
+	if o.eng == nil {
+		return nil
+	}
+	gone, err := o.eng.Reap(ctx, map[string]string{engine.LabelKind: KindCatalog}, nil)
+	if len(gone) > 0 {
+		o.log.Info("removed catalog containers left by a previous run", "containers", len(gone))
+	}
+	return err
+}
+
+// Close removes every catalog container (sessions' and pools') and waits
+// for the removals, bounded by ctx.
+func (o *OnDemand) Close(ctx context.Context) error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	var insts []*instance
+	for k, st := range o.sessions {
+		st.ended = true
+		for _, a := range st.acts {
+			if a.inst != nil {
+				insts = append(insts, a.inst)
+			}
+		}
+		delete(o.sessions, k)
+	}
+	o.owning.Store(0)
+	for k, p := range o.pools {
+		insts = append(insts, p.drainLocked()...)
+		delete(o.pools, k)
+	}
+	o.mu.Unlock()
+	for _, in := range insts {
+		o.retire(in)
+	}
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	o.cancel() // refills still starting give up
+	<-done
+	if o.eng == nil {
+		return nil
+	}
+	// Anything a cut-off start created after the sweep above.
+	_, err := o.eng.Reap(context.WithoutCancel(ctx), map[string]string{engine.LabelKind: KindCatalog}, nil)
+	return err
+}
+
+// SessionEnded removes, in the background, every container bound to a
+// client session that ended (a DELETE, idle expiry, a dropped legacy SSE
+// stream, shutdown). It does not block.
+func (o *OnDemand) SessionEnded(project, session string) {
+	o.mu.Lock()
+	k := sessionKey{project, session}
+	st := o.sessions[k]
+	if st == nil {
+		o.mu.Unlock()
+		return
+	}
+	st.ended = true
+	delete(o.sessions, k)
+	if len(st.acts) > 0 {
+		o.owning.Add(-1)
+	}
+	acts := st.acts
+	st.acts = nil
+	var insts []*instance
+	for _, a := range acts {
+		if a.inst != nil {
+			insts = append(insts, a.inst)
+		}
+		if a.pool != nil {
+			insts = append(insts, o.releaseLocked(a.pool)...)
+		}
+	}
+	o.mu.Unlock()
+	for _, in := range insts {
+		o.retire(in)
+	}
+}
+
+// ProjectTools returns project's catalog tools (mcp-find, mcp-add,
+// mcp-remove), to register as a builtin server.
+func (o *OnDemand) ProjectTools(project string) *CatalogTools {
+	t := &CatalogTools{o: o, project: project}
+	if pc := o.opts.ProjectCatalog; pc != nil {
+		t.Taken = func(name string) bool {
+			_, ok := pc(project).Lookup(name)
+			return ok
+		}
+	}
+	return t
+}
+
+// SessionTools returns project's per-session tools, for the edge.
+func (o *OnDemand) SessionTools(project string) *SessionTools {
+	return &SessionTools{o: o, project: project}
+}
+
+// SessionTools are the tools each client session of one project added
+// with mcp-add (server.SessionTools).
+type SessionTools struct {
+	o       *OnDemand
+	project string
+}
+
+// SessionCatalog returns session's own tools, nil when it added none.
+func (t *SessionTools) SessionCatalog(session string) *switchboard.Catalog {
+	o := t.o
+	if o.owning.Load() == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	st := o.sessions[sessionKey{t.project, session}]
+	o.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.catalog.Load()
+}
+
+// CallSessionTool calls a tool of a server req.Session added: through its
+// long-lived container, or in a fresh container removed after the call.
+func (t *SessionTools) CallSessionTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+	o := t.o
+	o.mu.Lock()
+	st := o.sessions[sessionKey{t.project, req.Session}]
+	var act *activation
+	var tool switchboard.Tool
+	if st != nil {
+		if c := st.catalog.Load(); c != nil {
+			tool, _ = c.Lookup(req.Tool)
+		}
+		for _, a := range st.acts {
+			if a.entry.Name == tool.Server {
+				act = a
+			}
+		}
+	}
+	o.mu.Unlock()
+	if act == nil {
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(req.Tool))
+	}
+	req.Tool = tool.UpstreamName
+	if act.inst != nil {
+		return act.inst.mgr.Call(ctx, req)
+	}
+	in, err := o.take(ctx, act.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer o.retire(in) // one call per container
+	return in.mgr.Call(ctx, req)
+}
+
+// --- containers -------------------------------------------------------
+
+// instance is one started catalog container with an MCP connection to it
+// over its attach stream (the upstreams framing, as for hosted servers).
+type instance struct {
+	entry *CatalogEntry
+	id    string
+	st    *engine.Stream
+	mgr   *upstreams.Manager
+	long  bool
+}
+
+// alive reports whether the container's stream is still attached.
+func (in *instance) alive() bool {
+	select {
+	case <-in.st.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// oneStream hands the manager the container's stream once: a catalog
+// container is not restarted behind the session's back.
+type oneStream struct {
+	st    *engine.Stream
+	name  string
+	taken atomic.Bool
+}
+
+func (s *oneStream) OpenStream(context.Context, switchboard.ServerSpec) (upstreams.Stream, error) {
+	if s.taken.Swap(true) {
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: its container exited; run %s again to start a new one", s.name, ToolAdd)
+	}
+	return s.st, nil
+}
+
+func (o *OnDemand) errNoEngine() error {
+	if o.opts.EngineErr != nil {
+		return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine (set DOCKER_HOST): %s", switchboard.Message(o.opts.EngineErr))
+	}
+	return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine; set DOCKER_HOST")
+}
+
+// start creates, attaches, starts and initializes a container of e for
+// project; owner labels it (a session id, or "pool").
+func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogEntry, long bool) (*instance, error) {
+	if o.eng == nil {
+		return nil, o.errNoEngine()
+	}
+	env, err := o.environment(ctx, project, e)
+	if err != nil {
+		return nil, err
+	}
+	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelOwner: owner, LabelProject: project, LabelServer: e.Name}
+	spec := engine.Spec{
+		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,
+		NanoCPUs: int64(DefaultCPU * 1e9), MemoryBytes: DefaultMemoryBytes, PidsLimit: DefaultPids,
+		Network: e.Network, ReadOnlyRoot: e.ReadOnlyRoot,
+		Tmpfs:       map[string]string{"/tmp": "rw,nosuid,nodev,size=64m"},
+		StopTimeout: o.opts.StopTimeout,
+	}
+	// A create, attach and start are never cut off half-way by a client
+	// leaving: a created container must be either started and owned, or
+	// removed here.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
+	defer cancel()
+	for _, v := range e.Volumes {
+		if err := o.eng.CreateVolume(cctx, v.Name, map[string]string{engine.LabelKind: KindCatalog, LabelServer: e.Name}); err != nil {
+			return nil, err
+		}
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Name, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	id, err := o.eng.Create(cctx, spec)
+	if err != nil {
+		return nil, catalogErr(e, err)
+	}
+	fail := func(err error) (*instance, error) {
+		if rerr := o.eng.Remove(context.WithoutCancel(cctx), id); rerr != nil {
+			o.log.Warn("removing a catalog container that did not start", "server", e.Name, "container", short(id), "err", rerr)
+		}
+		return nil, err
+	}
+	st, err := o.eng.Attach(cctx, id)
+	if err != nil {
+		return fail(catalogErr(e, err))
+	}
+	if err := o.eng.Start(cctx, id); err != nil {
+		st.Close()
+		return fail(catalogErr(e, err))
+	}
+	mgr := upstreams.New(upstreams.Options{Version: o.opts.Version, CallTimeout: o.opts.CallTimeout,
+		ConnectTimeout: o.opts.ConnectTimeout, Streams: &oneStream{st: st, name: e.Name},
+		Logger: o.log.With("catalog_server", e.Name, "container", short(id))})
+	mgr.Apply(cctx, []switchboard.ServerSpec{{Name: e.Name, Transport: switchboard.TransportHosted, CallTimeout: o.opts.CallTimeout}})
+	if err := mgr.Connect(ctx, e.Name); err != nil {
+		msg := switchboard.Message(err)
+		if tail := strings.TrimSpace(st.Stderr()); tail != "" {
+			msg += "; its stderr ends: " + switchboard.Clip(lastLine(tail))
+		}
+		_ = mgr.Close(context.WithoutCancel(cctx))
+		st.Close()
+		return fail(switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q did not start: %s", e.Name, msg))
+	}
+	return &instance{entry: e, id: id, st: st, mgr: mgr, long: long}, nil
+}
+
+// catalogErr names the catalog server in an engine error.
+func catalogErr(e *CatalogEntry, err error) error {
+	switch {
+	case errors.Is(err, switchboard.ErrNotFound):
+		return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: %s", e.Name, switchboard.Message(err))
+	case errors.Is(err, switchboard.ErrUnavailable):
+		return switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: %s", e.Name, switchboard.Message(err))
+	}
+	return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: %s", e.Name, switchboard.Message(err))
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// environment resolves an entry's env values and secrets from the
+// project's secrets.
+func (o *OnDemand) environment(ctx context.Context, project string, e *CatalogEntry) ([]string, error) {
+	if len(e.Env) == 0 && len(e.Secrets) == 0 {
+		return nil, nil
+	}
+	vals, err := o.opts.Secrets(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	var env, missing []string
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		v, miss := config.Expand(e.Env[k], func(n string) string { return vals[n] })
+		missing = append(missing, miss...)
+		env = append(env, k+"="+v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Secrets)) {
+		v, ok := vals[e.Secrets[k]]
+		if !ok {
+			missing = append(missing, e.Secrets[k])
+		}
+		env = append(env, k+"="+v)
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "catalog server %q needs secret %s of project %q; set it (switchboard secrets set NAME) and run %s again",
+			e.Name, strings.Join(slices.Compact(missing), ", "), project, ToolAdd)
+	}
+	return env, nil
+}
+
+// retire closes an instance's connection and removes its container, in
+// the background (owned by o.wg).
+func (o *OnDemand) retire(in *instance) {
+	if in == nil {
+		return
+	}
+	o.retMu.Lock()
+	o.retiring++
+	o.retMu.Unlock()
+	o.wg.Go(func() {
+		defer func() {
+			o.retMu.Lock()
+			o.retiring--
+			o.retDone.Broadcast()
+			o.retMu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), o.opts.StopTimeout+10*time.Second)
+		defer cancel()
+		_ = in.mgr.Close(ctx)
+		in.st.Close()
+		if err := o.eng.Remove(ctx, in.id); err != nil {
+			o.log.Warn("removing a catalog container", "server", in.entry.Name, "container", short(in.id), "err", err)
+		}
+		if in.long {
+			o.mu.Lock()
+			o.long--
+			o.mu.Unlock()
+		}
+	})
+}
+
+// WaitRetired waits for the container removals already under way: after
+// a per-call tool call returned, mcp-remove, or SessionEnded, the
+// containers they let go are gone once it returns.
+func (o *OnDemand) WaitRetired() {
+	o.retMu.Lock()
+	defer o.retMu.Unlock()
+	for o.retiring > 0 {
+		o.retDone.Wait()
+	}
+}
+
+// --- per-call pools -------------------------------------------------------
+
+// pool keeps WarmPool started containers of one per-call server for one
+// project while at least one session has the server added.
+type pool struct {
+	key     poolKey
+	entry   *CatalogEntry
+	refs    int // activations using it, under OnDemand.mu
+	warm    chan *instance
+	filling int // under OnDemand.mu
+	closed  bool
+	tools   []switchboard.Tool // listed once, under OnDemand.mu
+}
+
+// acquireLocked returns project's pool of e with one more user.
+func (o *OnDemand) acquireLocked(project string, e *CatalogEntry) *pool {
+	k := poolKey{project, e.Name}
+	p := o.pools[k]
+	if p == nil {
+		p = &pool{key: k, entry: e, warm: make(chan *instance, max(o.opts.WarmPool, 1))}
+		o.pools[k] = p
+	}
+	p.refs++
+	return p
+}
+
+// releaseLocked drops one user of p; the last one closes it and returns
+// its warm containers to retire.
+func (o *OnDemand) releaseLocked(p *pool) []*instance {
+	p.refs--
+	if p.refs > 0 {
+		return nil
+	}
+	delete(o.pools, p.key)
+	return p.drainLocked()
+}
+
+// drainLocked closes p and returns its warm containers.
+func (p *pool) drainLocked() []*instance {
+	p.closed = true
+	var out []*instance
+	for {
+		select {
+		case in := <-p.warm:
+			out = append(out, in)
+		default:
+			return out
+		}
+	}
+}
+
+// take returns a container of p's server for one call: a warm one, or
+// one started now. Either way the pool is topped up in the background.
+func (o *OnDemand) take(ctx context.Context, p *pool) (*instance, error) {
+	defer o.refill(p)
+	for {
+		select {
+		case in := <-p.warm:
+			if in.alive() {
+				return in, nil
+			}
+			o.retire(in) // exited while it waited
+		default:
+			return o.start(ctx, p.key.project, "pool", p.entry, false)
+		}
+	}
+}
+
+// refill starts containers until p holds WarmPool of them (counting
+// those starting).
+func (o *OnDemand) refill(p *pool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for !o.closed && !p.closed && len(p.warm)+p.filling < o.opts.WarmPool {
+		p.filling++
+		o.wg.Go(func() {
+			in, err := o.start(o.ctx, p.key.project, "pool", p.entry, false)
+			o.mu.Lock()
+			p.filling--
+			if err != nil {
+				o.mu.Unlock()
+				if o.ctx.Err() == nil {
+					o.log.Warn("warming a catalog container", "project", p.key.project, "server", p.entry.Name, "err", err)
+				}
+				return
+			}
+			kept := false
+			if !p.closed && !o.closed {
+				select {
+				case p.warm <- in:
+					kept = true
+				default:
+				}
+			}
+			o.mu.Unlock()
+			if !kept {
+				o.retire(in)
+			}
+		})
+	}
+}
+
+// --- mcp-add and mcp-remove ------------------------------------------
+
+// session returns the state of a client session, made on first use.
+func (o *OnDemand) session(project, session string) (*sessionState, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+	}
+	k := sessionKey{project, session}
+	st := o.sessions[k]
+	if st == nil {
+		st = &sessionState{}
+		o.sessions[k] = st
+	}
+	return st, nil
+}
+
+// AddResult is what mcp-add reports.
+type AddResult struct {
+	Server    string   `json:"server"`
+	LongLived bool     `json:"long_lived"`
+	Already   bool     `json:"already_added"`
+	Tools     []string `json:"tools"`
+	// Shadowed are tools of the server that the session already has
+	// under the same name (the project's, or an earlier server's): they
+	// are not reachable.
+	Shadowed []string `json:"shadowed,omitempty"`
+	Message  string   `json:"message"`
+}
+
+// Add activates catalog server name for a client session of project:
+// starts its container (long-lived) or its warm pool (per-call), lists
+// its tools and makes them the session's. taken reports names the
+// session already sees (the project's tools). Errors: ErrInvalid (no
+// session, no such server), ErrResourceLimit, ErrConfig (no engine, image
+// missing, secret missing), ErrUnavailable (the server did not start).
+func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken func(string) bool) (AddResult, error) {
+	if session == "" {
+		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session: its tools are added to the session that asks (initialize first, or use the legacy /sse endpoint); a request without a session cannot hold them", ToolAdd)
+	}
+	e := o.cat.Entry(name)
+	if e == nil {
+		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "no catalog server named %q; %s lists them", switchboard.Clip(name), ToolFind)
+	}
+	st, err := o.session(project, session)
+	if err != nil {
+		return AddResult{}, err
+	}
+	st.op.Lock()
+	defer st.op.Unlock()
+	res := AddResult{Server: e.Name, LongLived: e.LongLived}
+	o.mu.Lock()
+	for _, a := range st.acts {
+		if a.entry == e && (a.inst == nil || a.inst.alive()) {
+			o.mu.Unlock()
+			res.Already = true
+			res.Tools = toolNames(a.tools)
+			res.Message = fmt.Sprintf("%s was already added to this session", e.Name)
+			return res, nil
+		}
+	}
+	if e.LongLived {
+		if o.long >= o.opts.MaxContainers {
+			o.mu.Unlock()
+			return res, switchboard.Errorf(switchboard.ErrResourceLimit, "the gateway already runs %d long-lived catalog containers (MCP_SERVER_CATALOG_MAX_CONTAINERS); %s one, or end an idle session", o.opts.MaxContainers, ToolRemove)
+		}
+		o.long++
+	}
+	o.mu.Unlock()
+
+	act := &activation{entry: e}
+	if e.LongLived {
+		in, err := o.start(ctx, project, session, e, true)
+		if err != nil {
+			o.mu.Lock()
+			o.long--
+			o.mu.Unlock()
+			return res, err
+		}
+		act.inst = in
+		act.tools = in.mgr.Catalog().Tools
+	} else {
+		o.mu.Lock()
+		p := o.acquireLocked(project, e)
+		tools := p.tools
+		o.mu.Unlock()
+		if tools == nil {
+			// A fresh container lists the tools; no call ran on it, so it
+			// goes back to the pool as a warm one.
+			in, err := o.take(ctx, p)
+			if err != nil {
+				o.mu.Lock()
+				dead := o.releaseLocked(p)
+				o.mu.Unlock()
+				for _, in := range dead {
+					o.retire(in)
+				}
+				return res, err
+			}
+			tools = in.mgr.Catalog().Tools
+			o.mu.Lock()
+			p.tools = tools
+			kept := false
+			if !p.closed && !o.closed {
+				select {
+				case p.warm <- in:
+					kept = true
+				default:
+				}
+			}
+			o.mu.Unlock()
+			if !kept {
+				o.retire(in)
+			}
+		} else {
+			o.refill(p)
+		}
+		act.pool = p
+		act.tools = tools
+	}
+
+	o.mu.Lock()
+	if st.ended || o.closed {
+		// The session ended (or the gateway is stopping) while the server
+		// started: it is nobody's.
+		var dead []*instance
+		if act.inst != nil {
+			dead = append(dead, act.inst)
+		}
+		if act.pool != nil {
+			dead = append(dead, o.releaseLocked(act.pool)...)
+		}
+		o.mu.Unlock()
+		for _, in := range dead {
+			o.retire(in)
+		}
+		return res, switchboard.Errorf(switchboard.ErrCanceled, "the session ended while %s started", e.Name)
+	}
+	var old *activation
+	st.acts = slices.DeleteFunc(st.acts, func(a *activation) bool {
+		if a.entry == e {
+			old = a // a long-lived one whose container died
+			return true
+		}
+		return false
+	})
+	if len(st.acts) == 0 {
+		o.owning.Add(1)
+	}
+	st.acts = append(st.acts, act)
+	res.Shadowed = o.rebuildLocked(st, act, taken)
+	o.mu.Unlock()
+	if old != nil {
+		o.retire(old.inst)
+	}
+	res.Tools = toolNames(act.tools)
+	res.Message = fmt.Sprintf("added %s to this session: %d tool(s)", e.Name, len(act.tools))
+	if len(res.Tools) > 0 {
+		res.Message += " (" + strings.Join(res.Tools, ", ") + ")"
+	}
+	if e.LongLived {
+		res.Message += "; one container serves them until the session ends or " + ToolRemove
+	} else {
+		res.Message += "; each call runs in a fresh container"
+	}
+	o.opts.Notify(project, session)
+	return res, nil
+}
+
+// rebuildLocked renders st's catalog from its activations in the order
+// they were added (first wins a name) and returns the tools of act that
+// another tool shadows.
+func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(string) bool) []string {
+	var tools []switchboard.Tool
+	seen := map[string]bool{}
+	var shadowed []string
+	for _, a := range st.acts {
+		for _, t := range a.tools {
+			if a == act && (seen[t.Name] || (taken != nil && taken(t.Name))) {
+				// The project's tools win at the edge; an earlier server's
+				// here.
+				shadowed = append(shadowed, t.Name)
+			}
+			if seen[t.Name] {
+				continue
+			}
+			seen[t.Name] = true
+			tools = append(tools, switchboard.Tool{Name: t.Name, Server: a.entry.Name, UpstreamName: t.UpstreamName, Raw: t.Raw})
+		}
+	}
+	st.version++
+	if len(tools) == 0 && len(st.acts) == 0 {
+		st.catalog.Store(nil)
+	} else {
+		st.catalog.Store(switchboard.NewCatalog(st.version, tools))
+	}
+	return shadowed
+}
+
+// Remove deactivates catalog server name for a client session: its
+// container (long-lived) is removed, and its tools leave the session.
+// Errors: ErrInvalid (no session, server not added).
+func (o *OnDemand) Remove(project, session, name string) error {
+	if session == "" {
+		return switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session", ToolRemove)
+	}
+	o.mu.Lock()
+	st := o.sessions[sessionKey{project, session}]
+	o.mu.Unlock()
+	if st == nil {
+		return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added to this session", switchboard.Clip(name))
+	}
+	st.op.Lock()
+	defer st.op.Unlock()
+	o.mu.Lock()
+	var gone *activation
+	st.acts = slices.DeleteFunc(st.acts, func(a *activation) bool {
+		if a.entry.Name == name {
+			gone = a
+			return true
+		}
+		return false
+	})
+	if gone == nil {
+		o.mu.Unlock()
+		return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added to this session", switchboard.Clip(name))
+	}
+	if len(st.acts) == 0 {
+		o.owning.Add(-1)
+	}
+	o.rebuildLocked(st, nil, nil)
+	var dead []*instance
+	if gone.inst != nil {
+		dead = append(dead, gone.inst)
+	}
+	if gone.pool != nil {
+		dead = append(dead, o.releaseLocked(gone.pool)...)
+	}
+	o.mu.Unlock()
+	for _, in := range dead {
+		o.retire(in)
+	}
+	o.opts.Notify(project, session)
+	return nil
+}
+
+// Added lists the servers a session added, in order.
+func (o *OnDemand) Added(project, session string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := o.sessions[sessionKey{project, session}]
+	if st == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range st.acts {
+		out = append(out, a.entry.Name)
+	}
+	return out
+}
+
+// Status is the catalog's part of the gateway status.
+type OnDemandStatus struct {
+	Servers   int      `json:"servers"`
+	Skipped   []string `json:"skipped,omitempty"`
+	Sessions  int      `json:"sessions_with_servers"`
+	LongLived int      `json:"long_lived_containers"`
+	Warm      int      `json:"warm_containers"`
+}
+
+// Status reports the catalog's size and the containers it runs.
+func (o *OnDemand) Status() OnDemandStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()), LongLived: o.long}
+	for _, p := range o.pools {
+		s.Warm += len(p.warm)
+	}
+	return s
+}
+
+func toolNames(tools []switchboard.Tool) []string {
+	out := make([]string, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}

@@ -1,0 +1,335 @@
+package hosted_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/hosted"
+)
+
+func TestParseCatalog(t *testing.T) {
+	good := `
+name: docker-mcp
+displayName: Docker MCP Catalog
+registry:
+  fetch:
+    description: Fetches a URL
+    title: Fetch
+    type: server
+    image: mcp/fetch:1.0
+    icon: https://example.com/icon.png
+    tools: [{name: fetch}]
+    metadata: {category: web}
+  memory:
+    type: server
+    image: mcp/memory:1.0
+    longLived: true
+    disableNetwork: true
+    command: ["--store", "/data"]
+    env: [{name: LOG_LEVEL, value: info}, {name: TOKEN, value: "${API_TOKEN}"}]
+    secrets: [{name: memory.api_key, env: MEMORY_KEY}]
+    volumes: ["memory-data:/data", "cache:/cache:ro"]
+  hosted-elsewhere:
+    type: remote
+    remote: {url: "https://example.com/mcp"}
+`
+	c, err := hosted.ParseCatalog(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range c.Entries {
+		names = append(names, e.Name)
+	}
+	if !slices.Equal(names, []string{"fetch", "memory"}) {
+		t.Fatalf("entries %v, want fetch and memory (the remote one skipped)", names)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "hosted-elsewhere") {
+		t.Fatalf("warnings %q, want one naming the skipped remote server", c.Warnings)
+	}
+	m := c.Entry("memory")
+	if !m.LongLived || m.Network != "none" || c.Entry("fetch").Network != "bridge" {
+		t.Fatalf("memory %+v / fetch network %q: want long-lived without network, fetch on bridge", m, c.Entry("fetch").Network)
+	}
+	if m.Secrets["MEMORY_KEY"] != "memory_api_key" || m.Env["TOKEN"] != "${API_TOKEN}" {
+		t.Fatalf("secrets %v env %v", m.Secrets, m.Env)
+	}
+	wantVols := []hosted.CatalogVolume{{Name: "memory-data", Target: "/data"}, {Name: "cache", Target: "/cache", ReadOnly: true}}
+	if !slices.Equal(m.Volumes, wantVols) {
+		t.Fatalf("volumes %+v, want %+v", m.Volumes, wantVols)
+	}
+
+	bad := map[string]struct{ file, want string }{
+		"empty":          {"", "empty"},
+		"no registry":    {"name: x\n", "no servers"},
+		"unknown field":  {"registry:\n  a: {image: x:1, longlived: true}\n", "longlived"},
+		"no image":       {"registry:\n  a: {type: server}\n", "image is required"},
+		"bad type":       {"registry:\n  a: {type: vm, image: x:1}\n", `type "vm"`},
+		"host path":      {"registry:\n  a: {image: x:1, volumes: [\"/etc:/etc\"]}\n", "host paths"},
+		"template":       {"registry:\n  a: {image: x:1, volumes: [\"{{a.path}}:/data\"]}\n", "host paths and templates"},
+		"env template":   {"registry:\n  a: {image: x:1, env: [{name: A, value: \"{{a.b}}\"}]}\n", "templates"},
+		"bad env name":   {"registry:\n  a: {image: x:1, env: [{name: 1A, value: b}]}\n", "env name"},
+		"root target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/\"]}\n", "absolute"},
+		"bad name":       {"registry:\n  \"a b\": {image: x:1}\n", "name must be"},
+		"not yaml":       {"registry: [\n", "catalog file"},
+		"two problems":   {"registry:\n  a: {type: server}\n  b: {image: \"bad image!\"}\n", `"b": image`},
+		"dup env/secret": {"registry:\n  a: {image: x:1, env: [{name: K, value: v}], secrets: [{name: s, env: K}]}\n", "both"},
+	}
+	for name, tc := range bad {
+		t.Run(name, func(t *testing.T) {
+			_, err := hosted.ParseCatalog(strings.NewReader(tc.file))
+			if !errors.Is(err, switchboard.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// onDemandEnv is a catalog of the fixture image: "longfix" long-lived,
+// "callfix" a container per call.
+func onDemandEnv(t *testing.T, warm int) (*hosted.OnDemand, *engine.Engine, *notes) {
+	t.Helper()
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf(`
+registry:
+  longfix: {title: Long fixture, description: A fixture that lives as long as the session, image: %q, longLived: true, disableNetwork: true,
+            env: [{name: MCPFIXTURE_NAME, value: "${NAME}"}]}
+  callfix: {title: Per-call fixture, description: A fixture started for every call, image: %q, disableNetwork: true}
+`, image, image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notes{}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{
+		Engine: eng, Catalog: cat, WarmPool: warm, Version: "test",
+		Secrets: func(context.Context, string) (map[string]string, error) { return map[string]string{"NAME": "long-one"}, nil },
+		Notify:  n.add,
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := o.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if left := catalogContainers(t, eng); len(left) > 0 {
+			t.Errorf("containers left after Close: %v", left)
+		}
+	})
+	return o, eng, n
+}
+
+type notes struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (n *notes) add(project, session string) {
+	n.mu.Lock()
+	n.got = append(n.got, project+"/"+session)
+	n.mu.Unlock()
+}
+
+func (n *notes) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.got)
+}
+
+// catalogContainers lists the engine's catalog containers as
+// "owner/server/id".
+func catalogContainers(t *testing.T, eng *engine.Engine) []string {
+	t.Helper()
+	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: hosted.KindCatalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Labels[engine.LabelOwner]+"/"+c.Labels[hosted.LabelServer]+"/"+c.ID[:12])
+	}
+	slices.Sort(out)
+	return out
+}
+
+func callText(t *testing.T, st *hosted.SessionTools, session, tool, args string) string {
+	t.Helper()
+	res, err := st.CallSessionTool(context.Background(), switchboard.CallRequest{Project: "p", Session: session, Tool: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var r struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil || len(r.Content) == 0 {
+		t.Fatalf("%s result %s", tool, res)
+	}
+	return r.Content[0].Text
+}
+
+func TestOnDemandLongLivedBoundToSession(t *testing.T) {
+	o, eng, n := onDemandEnv(t, 0)
+	ctx := context.Background()
+	st := o.SessionTools("p")
+	if st.SessionCatalog("s1") != nil {
+		t.Fatal("a session that added nothing has tools of its own")
+	}
+	res, err := o.Add(ctx, "p", "s1", "longfix", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.LongLived || res.Already || !slices.Contains(res.Tools, "echo") {
+		t.Fatalf("Add = %+v, want a long-lived server with echo", res)
+	}
+	if got := n.all(); !slices.Equal(got, []string{"p/s1"}) {
+		t.Fatalf("notified %v, want p/s1 once", got)
+	}
+	c := st.SessionCatalog("s1")
+	if _, ok := c.Lookup("echo"); !ok {
+		t.Fatalf("session catalog %+v has no echo", c)
+	}
+	if st.SessionCatalog("s2") != nil || o.SessionTools("q").SessionCatalog("s1") != nil {
+		t.Fatal("another session, or the same id in another project, sees s1's tools")
+	}
+	// The same container serves every call: a file written stays.
+	callText(t, st, "s1", "write_file", `{"path":"/tmp/x","text":"kept"}`)
+	if got := callText(t, st, "s1", "read_file", `{"path":"/tmp/x"}`); got != "kept" {
+		t.Fatalf("read_file = %q, want the file the previous call wrote", got)
+	}
+	// The secret-backed env reached the container.
+	if got := callText(t, st, "s1", "read_file", `{"path":"/proc/self/environ"}`); !strings.Contains(got, "MCPFIXTURE_NAME=long-one") {
+		t.Fatalf("environment %q lacks the resolved secret", got)
+	}
+	if again, err := o.Add(ctx, "p", "s1", "longfix", nil); err != nil || !again.Already {
+		t.Fatalf("second Add = %+v, %v; want already added", again, err)
+	}
+	if got := catalogContainers(t, eng); len(got) != 1 || !strings.HasPrefix(got[0], "s1/longfix/") {
+		t.Fatalf("containers %v, want one owned by s1", got)
+	}
+	// A second session gets its own container.
+	if _, err := o.Add(ctx, "p", "s2", "longfix", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, st, "s2", "read_file", `{"path":"/tmp/x"}`); strings.Contains(got, "kept") {
+		t.Fatal("s2 sees the file of s1's container")
+	}
+	o.SessionEnded("p", "s1")
+	o.WaitRetired()
+	if got := catalogContainers(t, eng); len(got) != 1 || !strings.HasPrefix(got[0], "s2/longfix/") {
+		t.Fatalf("containers after s1 ended: %v, want only s2's", got)
+	}
+	if st.SessionCatalog("s1") != nil {
+		t.Fatal("an ended session keeps its tools")
+	}
+	if err := o.Remove("p", "s2", "longfix"); err != nil {
+		t.Fatal(err)
+	}
+	o.WaitRetired()
+	if got := catalogContainers(t, eng); len(got) != 0 {
+		t.Fatalf("containers after mcp-remove: %v, want none", got)
+	}
+	if _, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s2", Tool: "echo"}); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("call after remove: %v, want ErrNotFound", err)
+	}
+}
+
+func TestOnDemandPerCallContainers(t *testing.T) {
+	o, eng, _ := onDemandEnv(t, 1)
+	ctx := context.Background()
+	st := o.SessionTools("p")
+	res, err := o.Add(ctx, "p", "s1", "callfix", func(name string) bool { return name == "echo" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LongLived || !slices.Contains(res.Shadowed, "echo") {
+		t.Fatalf("Add = %+v, want per-call with echo shadowed by the project", res)
+	}
+	// Every call runs in a container of its own (its hostname is its
+	// short id), removed after the result.
+	seen := map[string]bool{}
+	for range 3 {
+		host := strings.TrimSpace(callText(t, st, "s1", "read_file", `{"path":"/etc/hostname"}`))
+		if host == "" || seen[host] {
+			t.Fatalf("hostname %q: want a new container per call (seen %v)", host, seen)
+		}
+		seen[host] = true
+		o.WaitRetired()
+		for _, c := range catalogContainers(t, eng) {
+			if strings.HasSuffix(c, "/"+host) {
+				t.Fatalf("container %s still exists after its call", c)
+			}
+		}
+	}
+	// A file written by one call is gone in the next.
+	callText(t, st, "s1", "write_file", `{"path":"/tmp/y","text":"lost"}`)
+	if got := callText(t, st, "s1", "read_file", `{"path":"/tmp/y"}`); strings.Contains(got, "lost") {
+		t.Fatal("a per-call container saw the previous call's file")
+	}
+	// Ending the last session using the server drains its warm pool.
+	o.SessionEnded("p", "s1")
+	o.WaitRetired()
+	for _, c := range catalogContainers(t, eng) {
+		// A refill that was starting when the session ended is removed
+		// when it lands; Close (in cleanup) checks that nothing is left.
+		t.Logf("after the session ended: %s", c)
+	}
+	if s := o.Status(); s.Sessions != 0 {
+		t.Fatalf("status %+v, want no session with servers", s)
+	}
+}
+
+func TestOnDemandRefusals(t *testing.T) {
+	o, _, _ := onDemandEnv(t, 0)
+	ctx := context.Background()
+	if _, err := o.Add(ctx, "p", "", "longfix", nil); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Add without a session: %v, want ErrInvalid", err)
+	}
+	if _, err := o.Add(ctx, "p", "s1", "nope", nil); !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(err.Error(), "mcp-find") {
+		t.Fatalf("Add of an unknown server: %v, want ErrInvalid pointing at mcp-find", err)
+	}
+	if err := o.Remove("p", "s1", "longfix"); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Remove of a server never added: %v, want ErrInvalid", err)
+	}
+	// A missing secret is a configuration error naming it; nothing runs.
+	o2 := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: nil, Catalog: o.Catalog()})
+	if _, err := o2.Add(ctx, "p", "s1", "callfix", nil); !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Fatalf("Add without an engine: %v, want ErrConfig naming DOCKER_HOST", err)
+	}
+	_ = o2.Close(ctx)
+}
+
+func TestOnDemandContainerCap(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n", image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	ctx := context.Background()
+	if _, err := o.Add(ctx, "p", "s1", "longfix", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Add(ctx, "p", "s2", "longfix", nil); !errors.Is(err, switchboard.ErrResourceLimit) || !strings.Contains(err.Error(), "MCP_SERVER_CATALOG_MAX_CONTAINERS") {
+		t.Fatalf("second long-lived container: %v, want ErrResourceLimit naming the variable", err)
+	}
+	o.SessionEnded("p", "s1")
+	o.WaitRetired()
+	if _, err := o.Add(ctx, "p", "s2", "longfix", nil); err != nil {
+		t.Fatalf("after s1 ended the slot is free again: %v", err)
+	}
+}
