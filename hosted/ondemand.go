@@ -80,13 +80,13 @@ type OnDemand struct {
 	// lock-free answer for everyone else.
 	owning atomic.Int64
 
-	wg       sync.WaitGroup // retirements and pool refills
+	wg sync.WaitGroup // retirements and pool refills
 	// retiring counts retirements under way (WaitRetired), under retMu.
 	retMu    sync.Mutex
 	retiring int
 	retDone  *sync.Cond
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 type sessionKey struct{ project, session string }

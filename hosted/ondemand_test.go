@@ -115,8 +115,10 @@ registry:
 	n := &notes{}
 	o := hosted.NewOnDemand(hosted.OnDemandOptions{
 		Engine: eng, Catalog: cat, WarmPool: warm, Version: "test",
-		Secrets: func(context.Context, string) (map[string]string, error) { return map[string]string{"NAME": "long-one"}, nil },
-		Notify:  n.add,
+		Secrets: func(context.Context, string) (map[string]string, error) {
+			return map[string]string{"NAME": "long-one"}, nil
+		},
+		Notify: n.add,
 	})
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
