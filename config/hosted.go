@@ -30,6 +30,11 @@ type Hosted struct {
 	Backoff         []time.Duration `env:"MCP_SERVER_HOSTED_BACKOFF" envSeparator:"," envDefault:"5s,15s,45s,2m,5m"`
 	StopTimeout     time.Duration   `env:"MCP_SERVER_HOSTED_STOP_TIMEOUT" envDefault:"10s"`
 	ShutdownTimeout time.Duration   `env:"MCP_SERVER_HOSTED_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// Catalog names a catalog file (Docker MCP Gateway's `registry:`
+	// YAML) of servers client sessions switch on with mcp-add.
+	Catalog              string `env:"MCP_SERVER_CATALOG"`
+	CatalogWarmPool      int    `env:"MCP_SERVER_CATALOG_WARM_POOL" envDefault:"2"`
+	CatalogMaxContainers int    `env:"MCP_SERVER_CATALOG_MAX_CONTAINERS" envDefault:"20"`
 }
 
 func (h Hosted) validate() []error {
@@ -60,6 +65,12 @@ func (h Hosted) validate() []error {
 			errs = append(errs, fmt.Errorf("MCP_SERVER_HOSTED_BACKOFF: every step must be a positive duration, got %s", d))
 			break
 		}
+	}
+	if h.CatalogWarmPool < 0 || h.CatalogWarmPool > 16 {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_WARM_POOL: must be between 0 (no warm containers) and 16, got %d", h.CatalogWarmPool))
+	}
+	if h.CatalogMaxContainers < 1 || h.CatalogMaxContainers > 1000 {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_MAX_CONTAINERS: must be between 1 and 1000, got %d", h.CatalogMaxContainers))
 	}
 	if h.Instance != "" && !validName.MatchString(h.Instance) {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_INSTANCE: must be 1-64 letters, digits, '_', '-' or '.'"))

@@ -107,8 +107,10 @@ var cliCommands = []cliCommand{
 	{"servers enable", "NAME", "Enable a server (it reconnects).", (*cli).serversEnable},
 	{"servers disable", "NAME", "Disable a server: it is stopped and its tools disappear.", (*cli).serversDisable},
 	{"tools ls", "", "List the tools the project's MCP endpoint offers.", (*cli).toolsLs},
-	{"call", "TOOL [JSON-ARGS|-]", "Call a tool through the project's MCP endpoint and print the result.\n" +
-		"JSON-ARGS is a JSON object ('-' reads it from stdin). Exits 1 when the tool reports an error.", (*cli).call},
+	{"call", "TOOL [JSON-ARGS|-|KEY=VALUE...]", "Call a tool through the project's MCP endpoint and print the result.\n" +
+		"JSON-ARGS is a JSON object ('-' reads it from stdin); or give the arguments as KEY=VALUE\n" +
+		"(a string) and KEY:=JSON (any JSON value), as in `switchboard call mcp-add name=fetch`.\n" +
+		"Exits 1 when the tool reports an error.", (*cli).call},
 	{"secrets ls", "", "List the project's secret names (values are never shown).", (*cli).secretsLs},
 	{"secrets set", "NAME [VALUE]", "Set a secret. Without VALUE it is read from stdin (one trailing newline is dropped),\n" +
 		"which keeps it out of the shell history.", (*cli).secretsSet},

@@ -69,12 +69,16 @@ type mcpSession struct {
 func (c *cli) call(cmd cliCommand, args []string) error {
 	fs := c.flags(cmd.name)
 	progress := fs.Bool("progress", false, "ask for progress notifications and print them on stderr")
-	pos, err := c.parse(fs, cmd, args, 1, 2)
+	pos, err := c.parse(fs, cmd, args, 1, 1+maxKeyValues)
 	if err != nil {
 		return err
 	}
 	arguments := json.RawMessage(`{}`)
-	if len(pos) == 2 {
+	if len(pos) > 2 || (len(pos) == 2 && isKeyValue(pos[1])) {
+		if arguments, err = keyValueArgs(pos[1:]); err != nil {
+			return &usageError{cmd: cmd.name, msg: err.Error()}
+		}
+	} else if len(pos) == 2 {
 		in := []byte(pos[1])
 		if pos[1] == "-" {
 			if in, err = io.ReadAll(io.LimitReader(c.stdin, maxReplyBytes)); err != nil {
@@ -113,6 +117,47 @@ func (c *cli) call(cmd cliCommand, args []string) error {
 		return &toolError{Tool: pos[0]}
 	}
 	return nil
+}
+
+// maxKeyValues bounds the KEY=VALUE arguments of one call.
+const maxKeyValues = 64
+
+// isKeyValue reports whether arg reads as KEY=VALUE or KEY:=JSON rather
+// than a JSON object or '-'.
+func isKeyValue(arg string) bool {
+	k, _, ok := strings.Cut(arg, "=")
+	return ok && k != "" && !strings.HasPrefix(strings.TrimSpace(arg), "{")
+}
+
+// keyValueArgs builds the arguments object from KEY=VALUE (a string) and
+// KEY:=JSON (any JSON value) pairs, as Docker's `docker mcp tools call`
+// takes them.
+func keyValueArgs(pairs []string) (json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	for _, p := range pairs {
+		if !isKeyValue(p) {
+			return nil, fmt.Errorf("%q: give either one JSON object or KEY=VALUE pairs (KEY:=JSON for numbers, booleans, lists)", snippet([]byte(p)))
+		}
+		k, v, _ := strings.Cut(p, "=")
+		var raw json.RawMessage
+		if key, isJSON := strings.CutSuffix(k, ":"); isJSON {
+			k = key
+			if !json.Valid([]byte(v)) {
+				return nil, fmt.Errorf("%s:=%s: the value is not valid JSON (write %s=%s for a string)", k, snippet([]byte(v)), k, snippet([]byte(v)))
+			}
+			raw = json.RawMessage(v)
+		} else {
+			raw, _ = json.Marshal(v)
+		}
+		if k == "" {
+			return nil, fmt.Errorf("%q: the key is empty", snippet([]byte(p)))
+		}
+		if _, dup := obj[k]; dup {
+			return nil, fmt.Errorf("%s is given twice", k)
+		}
+		obj[k] = raw
+	}
+	return json.Marshal(obj)
 }
 
 func (s *mcpSession) initialize() error {

@@ -158,6 +158,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var hub *projects.Hub
 	hr := newHosted(ctx, cfg, log, st, eng, func() *projects.Hub { return hub })
 	met.Hosted(hr.svc.All)
+	cat, err := newCatalog(ctx, cfg, log, eng, func() *projects.Hub { return hub })
+	if err != nil {
+		_ = hr.Close(ctx)
+		sbox.close(ctx)
+		_ = st.Close()
+		return err
+	}
 	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState,
@@ -168,7 +175,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		},
 		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
-		Builtins: sbox.builtins, OnSessionEnd: func(p, s string) { sbox.svc.SessionEnded(p, s) },
+		Builtins: func(p string) map[string]upstreams.Builtin { return cat.builtins(p, sbox.builtins(p)) },
+		OnSessionEnd: func(p, s string) {
+			sbox.svc.SessionEnded(p, s)
+			cat.sessionEnded(p, s)
+		},
+		SessionTools: cat.sessionTools(),
 		Upstreams: upstreams.Options{
 			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
@@ -177,13 +189,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Edge: server.Options{
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
-			Observer: observers, Metrics: met.Handler(), HopID: hop, StatusSections: sbox.status,
+			Observer: observers, Metrics: met.Handler(), HopID: hop,
+			StatusSections: func(ctx context.Context) map[string]any { return cat.status(sbox.status(ctx)) },
 		},
 	})
 	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, hr, sbox, calls, st)
+		closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
 	startHosted(ctx, log, hr, fileHosted)
@@ -218,7 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Listen synchronously so a bind error is returned, not logged later.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
-		closeAll(log, cfg, hub, hr, sbox, calls, st)
+		closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	// The console calls the API and the MCP endpoints through the very
@@ -238,7 +251,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, hr, sbox, calls, st)
+			closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -266,7 +279,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, hr, sbox, calls, st)
+	closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
 	log.Info("stopped")
 	return nil
 }
@@ -274,7 +287,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, cat *catalogRuntime, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -284,6 +297,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hosted
 	}
 	step("projects", hub.Close)
 	step("hosted servers", hr.Close)
+	step("catalog containers", cat.Close) // the sessions they served ended with the hub
 	step("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	if calls != nil {
 		step("call log", calls.Close)

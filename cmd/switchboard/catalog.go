@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/server"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+// catalogServer is the name the catalog tools (mcp-find, mcp-add,
+// mcp-remove) are listed under.
+const catalogServer = "mcp-catalog"
+
+// catalogRuntime is the on-demand catalog (MCP_SERVER_CATALOG); od is nil
+// when no catalog is configured.
+type catalogRuntime struct {
+	od *hosted.OnDemand
+}
+
+// newCatalog reads the catalog file and makes the service. A file that
+// cannot be read or parsed stops the start, naming the variable.
+func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *engine.Engine, hub func() *projects.Hub) (*catalogRuntime, error) {
+	if cfg.Hosted.Catalog == "" {
+		return &catalogRuntime{}, nil
+	}
+	f, err := os.Open(cfg.Hosted.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("MCP_SERVER_CATALOG: %w", err)
+	}
+	cat, err := hosted.ParseCatalog(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("MCP_SERVER_CATALOG %s: %w", cfg.Hosted.Catalog, err)
+	}
+	for _, w := range cat.Warnings {
+		log.Warn(w, "catalog", cfg.Hosted.Catalog)
+	}
+	opts := hosted.OnDemandOptions{
+		Catalog: cat, WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers,
+		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
+		Secrets: func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
+		Notify:  func(p, s string) { hub().SessionToolsChanged(p, s) },
+		ProjectCatalog: func(p string) *switchboard.Catalog {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m, err := hub().Manager(ctx, p)
+			if err != nil {
+				return nil
+			}
+			return m.Catalog()
+		},
+		Logger: log.With("component", "catalog"),
+	}
+	if !cfg.Hosted.Enabled {
+		opts.EngineErr = fmt.Errorf("containers are switched off (MCP_SERVER_HOSTED=false)")
+	} else {
+		opts.Engine = eng
+	}
+	od := hosted.NewOnDemand(opts)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if cfg.Hosted.Enabled {
+		if err := od.Start(sctx); err != nil {
+			log.Warn("catalog: could not look for containers left by a previous run", "err", switchboard.Message(err))
+		}
+	}
+	log.Info("catalog loaded", "file", cfg.Hosted.Catalog, "servers", len(cat.Entries), "skipped", len(cat.Warnings))
+	return &catalogRuntime{od: od}, nil
+}
+
+// builtins adds the catalog tools to a project's built-in servers.
+func (c *catalogRuntime) builtins(project string, into map[string]upstreams.Builtin) map[string]upstreams.Builtin {
+	if c.od == nil {
+		return into
+	}
+	if into == nil {
+		into = map[string]upstreams.Builtin{}
+	}
+	into[catalogServer] = c.od.ProjectTools(project)
+	return into
+}
+
+// sessionTools is projects.Options.SessionTools; nil without a catalog.
+func (c *catalogRuntime) sessionTools() func(project string) server.SessionTools {
+	if c.od == nil {
+		return nil
+	}
+	return func(project string) server.SessionTools { return c.od.SessionTools(project) }
+}
+
+// sessionEnded removes the containers of a session that ended.
+func (c *catalogRuntime) sessionEnded(project, session string) {
+	if c.od != nil {
+		c.od.SessionEnded(project, session)
+	}
+}
+
+// status adds the "catalog" section to the status JSON.
+func (c *catalogRuntime) status(into map[string]any) map[string]any {
+	if c.od == nil {
+		return into
+	}
+	if into == nil {
+		into = map[string]any{}
+	}
+	into["catalog"] = c.od.Status()
+	return into
+}
+
+// Close removes every catalog container.
+func (c *catalogRuntime) Close(ctx context.Context) error {
+	if c.od == nil {
+		return nil
+	}
+	return c.od.Close(ctx)
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/hosted"
+)
+
+// catalogGateway starts a gateway with a catalog of the fixture image:
+// "longfix" (long-lived) and "callfix" (a container per call).
+func catalogGateway(t *testing.T) (*gateway, *engine.Engine) {
+	t.Helper()
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, mcpFixturePkg)
+	file := filepath.Join(t.TempDir(), "catalog.yaml")
+	cat := fmt.Sprintf(`registry:
+  longfix:
+    title: Long fixture
+    description: Echo and files, one container per session
+    image: %q
+    longLived: true
+    disableNetwork: true
+  callfix:
+    title: Per-call fixture
+    description: Echo and files, a fresh container per call
+    image: %q
+    disableNetwork: true
+`, image, image)
+	if err := os.WriteFile(file, []byte(cat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, map[string]string{
+		"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_CATALOG": file, "MCP_SERVER_CATALOG_WARM_POOL": "1"})
+	return g, eng
+}
+
+// catalogContainersOf lists the engine's catalog containers by owner.
+func catalogContainersOf(t *testing.T, eng *engine.Engine) map[string][]string {
+	t.Helper()
+	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: hosted.KindCatalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, c := range cs {
+		out[c.Labels[engine.LabelOwner]] = append(out[c.Labels[engine.LabelOwner]], c.Labels[hosted.LabelServer])
+	}
+	return out
+}
+
+func structuredOf(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(t, res))
+	}
+	if err := json.Unmarshal([]byte(text(t, res)), v); err != nil {
+		t.Fatalf("result %q: %v", text(t, res), err)
+	}
+}
+
+// TestCatalogEndToEnd: the official go-sdk client finds a catalog server,
+// adds it to its session (list_changed arrives, its tools appear only in
+// that session), calls them, and the session's container is removed when
+// the session ends; per-call servers run each call in a container of its
+// own; a session-less request cannot add; the CLI's key=value form works.
+func TestCatalogEndToEnd(t *testing.T) {
+	g, eng := catalogGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 8)
+	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	other := sdkConnect(t, g.url+"/mcp", nil)
+
+	listNames := func(s *mcp.ClientSession) []string {
+		t.Helper()
+		lt, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range lt.Tools {
+			names = append(names, tool.Name)
+		}
+		return names
+	}
+	before := listNames(cs)
+	for _, want := range []string{"mcp-find", "mcp-add", "mcp-remove", "echo"} {
+		if !slices.Contains(before, want) {
+			t.Fatalf("tools %v lack %s", before, want)
+		}
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-find", Arguments: map[string]any{"query": "per call"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found struct {
+		Servers []hosted.FoundServer `json:"servers"`
+		Total   int                  `json:"total"`
+	}
+	structuredOf(t, res, &found)
+	if found.Total != 1 || found.Servers[0].Name != "callfix" || found.Servers[0].LongLived {
+		t.Fatalf("mcp-find %q = %+v, want callfix only", "per call", found)
+	}
+
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-add", Arguments: map[string]any{"name": "longfix"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added hosted.AddResult
+	structuredOf(t, res, &added)
+	// The fixture's echo is shadowed by the project's own "up" server.
+	if !added.LongLived || !slices.Contains(added.Tools, "write_file") || !slices.Contains(added.Shadowed, "echo") {
+		t.Fatalf("mcp-add = %+v", added)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed after mcp-add")
+	}
+	after := listNames(cs)
+	if !slices.Contains(after, "write_file") || slices.Index(after, "write_file") < len(before) {
+		t.Fatalf("tools after mcp-add %v: want write_file after the project's tools", after)
+	}
+	if n := strings.Count(strings.Join(after, ","), "echo"); n != 1 {
+		t.Fatalf("tools after mcp-add %v: echo listed %d times", after, n)
+	}
+	if slices.Contains(listNames(other), "write_file") {
+		t.Fatal("another session sees the tools this session added")
+	}
+	if _, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "/tmp/a", "text": "x"}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Fatalf("another session calling an added tool: %v, want unknown tool", err)
+	}
+	call := func(s *mcp.ClientSession, name string, args map[string]any) string {
+		t.Helper()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return text(t, res)
+	}
+	call(cs, "write_file", map[string]any{"path": "/tmp/note", "text": "same container"})
+	if got := call(cs, "read_file", map[string]any{"path": "/tmp/note"}); got != "same container" {
+		t.Fatalf("read_file = %q", got)
+	}
+	if owners := catalogContainersOf(t, eng); len(owners) != 1 {
+		t.Fatalf("catalog containers %v, want one session's", owners)
+	}
+
+	// Per-call: a new container (hostname) for every call.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-add", Arguments: map[string]any{"name": "callfix"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	structuredOf(t, res, &added)
+	// callfix's tools are all shadowed by longfix's (same fixture, added
+	// first): the session keeps calling longfix's.
+	if added.LongLived || len(added.Shadowed) != len(added.Tools) {
+		t.Fatalf("mcp-add callfix = %+v", added)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-remove", Arguments: map[string]any{"name": "longfix"}})
+	if err != nil || res.IsError {
+		t.Fatalf("mcp-remove: %v %v", err, res)
+	}
+	h1 := call(cs, "read_file", map[string]any{"path": "/etc/hostname"})
+	h2 := call(cs, "read_file", map[string]any{"path": "/etc/hostname"})
+	if h1 == h2 {
+		t.Fatalf("two per-call calls ran in the same container %q", h1)
+	}
+
+	// Errors: unknown server -32602; no session (plain POST) refused.
+	var je *jsonrpc.Error
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-add", Arguments: map[string]any{"name": "nope"}}); !errors.As(err, &je) || je.Code != -32602 {
+		t.Fatalf("mcp-add nope: %v, want -32602", err)
+	}
+	raw := newRaw(t, g.url+"/mcp")
+	if rep := raw.call("tools/call", map[string]any{"name": "mcp-add", "arguments": map[string]any{"name": "longfix"}}); rep.code() != -32602 || !strings.Contains(string(rep.Body), "session") {
+		t.Fatalf("session-less mcp-add: %+v, want -32602 naming the session", rep.Body)
+	}
+
+	// The CLI's key=value form (its own short session).
+	cli := newCLI(t, map[string]string{"SWITCHBOARD_URL": g.url})
+	out := cli.ok("call", "mcp-add", "name=callfix")
+	if !strings.Contains(out, `"server": "callfix"`) {
+		t.Fatalf("switchboard call mcp-add name=callfix printed %s", out)
+	}
+	if err := cli.fails("call", "mcp-find", "limit:=x"); !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("bad KEY:=JSON: %v", err)
+	}
+
+	// Ending the session removes everything bound to it.
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() (bool, string) {
+		owners := catalogContainersOf(t, eng)
+		for owner := range owners {
+			if owner != "pool" {
+				return false, fmt.Sprintf("containers still bound to sessions: %v", owners)
+			}
+		}
+		// With no session using callfix, its warm pool drains too.
+		return len(owners) == 0, fmt.Sprintf("containers left: %v", owners)
+	})
+	g.stop(t)
+	if owners := catalogContainersOf(t, eng); len(owners) != 0 {
+		t.Fatalf("containers after the gateway stopped: %v", owners)
+	}
+}
