@@ -298,7 +298,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hosted
 	step("projects", hub.Close)
 	step("hosted servers", hr.Close)
 	step("catalog containers", cat.Close) // the sessions they served ended with the hub
-	step("sandbox sessions", sbox.close) // containers removed; workspaces kept
+	step("sandbox sessions", sbox.close)  // containers removed; workspaces kept
 	if calls != nil {
 		step("call log", calls.Close)
 	}
