@@ -716,12 +716,9 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 			o.mu.Lock()
 			p.tools = tools
 			kept := false
-			if !p.closed && !o.closed {
-				select {
-				case p.warm <- in:
-					kept = true
-				default:
-				}
+			if !p.closed && !o.closed && len(p.warm) < o.opts.WarmPool {
+				p.warm <- in // room checked under mu: never blocks
+				kept = true
 			}
 			o.mu.Unlock()
 			if !kept {

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/hosted"
+)
+
+// BenchmarkCatalogPerCall measures a catalog server with longLived: false
+// (a fresh container per tool call, removed after the result): the
+// fixture's echo called through the on-demand layer, the way the edge
+// calls it, in three modes in one run:
+//
+//   - cold: no warm pool; every call creates, attaches, starts and
+//     initializes its container (what a `docker run` per call costs);
+//   - warm: a pool of 2, each call waiting until the pool is full again,
+//     so every call takes a started, initialized container;
+//   - burst: a pool of 2, calls back to back: once the pool is empty,
+//     calls start containers cold while it refills.
+//
+// Removal happens after the result, in the background, and is not in the
+// latency. Needs the Docker engine (skips without one). Target: warm p50
+// under 100 ms on this machine. Run with -benchtime 20x or so.
+func BenchmarkCatalogPerCall(b *testing.B) {
+	eng := enginetest.New(b)
+	image := enginetest.GoImage(b, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  callfix: {image: %q, disableNetwork: true}\n", image)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := json.RawMessage(`{"text":"hi"}`)
+	for _, mode := range []struct {
+		name  string
+		warm  int
+		paced bool
+	}{{"cold", 0, false}, {"warm", 2, true}, {"burst", 2, false}} {
+		b.Run(mode.name, func(b *testing.B) {
+			ctx := context.Background()
+			o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, WarmPool: mode.warm, Version: "bench"})
+			defer func() { _ = o.Close(ctx) }()
+			if _, err := o.Add(ctx, "p", "s", "callfix", nil); err != nil {
+				b.Fatal(err)
+			}
+			st := o.SessionTools("p")
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				if mode.paced {
+					b.StopTimer()
+					for deadline := time.Now().Add(30 * time.Second); o.Status().Warm < mode.warm && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				if _, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s", Tool: "echo", Arguments: args}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			o.WaitRetired()
+			l := summarize(lat)
+			b.ReportMetric(us(l.p50)/1000, "p50-ms")
+			b.ReportMetric(us(l.p99)/1000, "p99-ms")
+			fmt.Printf("catalog per-call %-5s warm pool %d: %d calls, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+				mode.name, mode.warm, l.n, us(l.p50)/1000, us(l.p99)/1000, us(l.max)/1000)
+		})
+	}
+}
