@@ -223,3 +223,50 @@ func TestCatalogEndToEnd(t *testing.T) {
 		t.Fatalf("containers after the gateway stopped: %v", owners)
 	}
 }
+
+// TestCatalogLegacySession: a legacy SSE session (the go-sdk's SSE client)
+// adds a long-lived server, sees list_changed on its stream and the tools
+// in its list, and when the stream drops its container is removed.
+func TestCatalogLegacySession(t *testing.T) {
+	g, eng := catalogGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 8)
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-add", Arguments: map[string]any{"name": "longfix"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added hosted.AddResult
+	structuredOf(t, res, &added)
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no list_changed on the legacy stream after mcp-add")
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(lt.Tools, func(tool *mcp.Tool) bool { return tool.Name == "write_file" }) {
+		t.Fatal("the legacy session's list lacks the added server's tools")
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/etc/hostname"}})
+	if err != nil || res.IsError {
+		t.Fatalf("read_file: %v %v", err, res)
+	}
+	if owners := catalogContainersOf(t, eng); len(owners) != 1 {
+		t.Fatalf("containers %v, want the legacy session's one", owners)
+	}
+	_ = cs.Close() // drops the SSE stream: the session ends
+	eventually(t, 60*time.Second, func() (bool, string) {
+		owners := catalogContainersOf(t, eng)
+		return len(owners) == 0, fmt.Sprintf("containers left after the stream dropped: %v", owners)
+	})
+}
