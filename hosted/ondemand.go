@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
-	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
@@ -447,23 +445,10 @@ func (o *OnDemand) environment(ctx context.Context, project string, e *CatalogEn
 	if err != nil {
 		return nil, err
 	}
-	var env, missing []string
-	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
-		v, miss := config.Expand(e.Env[k], func(n string) string { return vals[n] })
-		missing = append(missing, miss...)
-		env = append(env, k+"="+v)
-	}
-	for _, k := range slices.Sorted(maps.Keys(e.Secrets)) {
-		v, ok := vals[e.Secrets[k]]
-		if !ok {
-			missing = append(missing, e.Secrets[k])
-		}
-		env = append(env, k+"="+v)
-	}
+	env, missing := expandEnv(e.Env, e.Secrets, vals)
 	if len(missing) > 0 {
-		slices.Sort(missing)
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "catalog server %q needs secret %s of project %q; set it (switchboard secrets set NAME) and run %s again",
-			e.Name, strings.Join(slices.Compact(missing), ", "), project, ToolAdd)
+			e.Name, strings.Join(missing, ", "), project, ToolAdd)
 	}
 	return env, nil
 }

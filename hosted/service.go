@@ -448,16 +448,31 @@ func (s *Service) environment(ctx context.Context, project string, p plan) ([]st
 	if err != nil {
 		return nil, err
 	}
-	var env, missing []string
-	for _, k := range slices.Sorted(maps.Keys(p.reg.Environment)) {
-		v, miss := config.Expand(p.reg.Environment[k], func(n string) string { return vals[n] })
-		missing = append(missing, miss...)
-		env = append(env, k+"="+v)
-	}
+	env, missing := expandEnv(p.reg.Environment, nil, vals)
 	if len(missing) > 0 {
-		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: secret %s of project %q is missing; set it and restart the server", p.reg.Name, strings.Join(slices.Compact(slices.Sorted(slices.Values(missing))), ", "), project)
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: secret %s of project %q is missing; set it and restart the server", p.reg.Name, strings.Join(missing, ", "), project)
 	}
 	return env, nil
+}
+
+// expandEnv turns env (values with `${NAME}` references) and secretVars
+// (variable -> secret name) into "K=V" lines, sorted by variable, from a
+// project's secret values; missing lists the secrets it lacks, sorted.
+func expandEnv(env, secretVars, vals map[string]string) (lines, missing []string) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v, miss := config.Expand(env[k], func(n string) string { return vals[n] })
+		missing = append(missing, miss...)
+		lines = append(lines, k+"="+v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(secretVars)) {
+		v, ok := vals[secretVars[k]]
+		if !ok {
+			missing = append(missing, secretVars[k])
+		}
+		lines = append(lines, k+"="+v)
+	}
+	slices.Sort(missing)
+	return lines, slices.Compact(missing)
 }
 
 // engineInfo caches the engine's Info (disk quota support, runtimes).
