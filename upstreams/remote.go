@@ -43,6 +43,9 @@ type remoteConn struct {
 	acks  atomic.Int32
 	// wg holds the subscriptions/listen goroutine; close waits for it.
 	wg sync.WaitGroup
+	// newProbe makes the transport server/discover goes out on (nil:
+	// no probe, as on legacy SSE).
+	newProbe func() (transport.Interface, error)
 }
 
 func (c *remoteConn) brokenReason() string {
@@ -90,37 +93,43 @@ func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, l
 			c.tr = sse
 		}
 	default:
-		// We pin a legacy protocol version on purpose (sessions and the
-		// GET stream carry list_changed), so the deprecation does not apply.
-		//lint:ignore SA1019 legacy protocol pinned on purpose
+		// The connection's own transport listens on the GET stream, which
+		// carries a 2025 session's list_changed; the deprecation is about
+		// 2026-07-28, which probe speaks.
+		//lint:ignore SA1019 the 2025 session's GET stream, on purpose
 		listen := transport.WithContinuousListening()
 		c.tr, err = transport.NewStreamableHTTP(spec.URL,
 			transport.WithHTTPHeaders(spec.Headers),
 			transport.WithHTTPBasicClient(httpc),
 			transport.WithHTTPLogger(log),
 			listen)
+		// server/discover goes out on a transport of its own: mcp-go
+		// opens a transport's gate to the GET stream on any discover
+		// answered without a JSON-RPC error (a stateful go-sdk server
+		// answers one, listing 2025 versions only), and a GET stream
+		// opened before initialize has no session, so the listener
+		// would start late and miss notifications. The probe becomes the
+		// connection's transport if the server speaks 2026-07-28.
+		c.newProbe = func() (transport.Interface, error) {
+			p, err := transport.NewStreamableHTTP(spec.URL,
+				transport.WithHTTPHeaders(spec.Headers),
+				transport.WithHTTPBasicClient(httpc),
+				transport.WithHTTPLogger(log))
+			if err != nil {
+				return nil, err
+			}
+			c.wire(p, onNote)
+			if err := p.Start(ctx); err != nil {
+				_ = p.Close()
+				return nil, err
+			}
+			return p, nil
+		}
 	}
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: %v", spec.Name, err)
 	}
-	c.tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/subscriptions/acknowledged" {
-			if f := c.acked.Load(); f != nil {
-				(*f)()
-			}
-			return
-		}
-		params, _ := json.Marshal(n.Params)
-		onNote(n.Method, params)
-	})
-	if bt, ok := c.tr.(transport.BidirectionalInterface); ok {
-		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-			if req.Method == "ping" {
-				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
-			}
-			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
-		})
-	}
+	c.wire(c.tr, onNote)
 	stop := context.AfterFunc(connectCtx, func() { _ = c.tr.Close() })
 	err = c.tr.Start(ctx)
 	if !stop() && err == nil {
@@ -132,6 +141,30 @@ func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, l
 		return nil, err
 	}
 	return c, nil
+}
+
+// wire sets tr's handlers: notifications go to onNote (subscription
+// acknowledgements to listen), and a server's requests get ping answered
+// and -32601 for anything else.
+func (c *remoteConn) wire(tr transport.Interface, onNote func(string, json.RawMessage)) {
+	tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/subscriptions/acknowledged" {
+			if f := c.acked.Load(); f != nil {
+				(*f)()
+			}
+			return
+		}
+		params, _ := json.Marshal(n.Params)
+		onNote(n.Method, params)
+	})
+	if bt, ok := tr.(transport.BidirectionalInterface); ok {
+		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+			if req.Method == "ping" {
+				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+			}
+			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
+		})
+	}
 }
 
 func (c *remoteConn) markDone() {
@@ -370,6 +403,15 @@ func standardHeaders(method string, params any) http.Header {
 // the connection as it was, for initialize. An error means no answer came:
 // the server is unreachable, or ctx ended.
 func (c *remoteConn) discover(ctx context.Context, version string) (bool, json.RawMessage, error) {
+	if c.newProbe == nil {
+		return false, nil, nil
+	}
+	probe, err := c.newProbe()
+	if err != nil {
+		return false, nil, err
+	}
+	main := c.tr
+	c.tr = probe
 	c.setProtocolVersion(Revision20260728)
 	c.setStateless(version)
 	res, err := c.call(ctx, "server/discover", nil)
@@ -379,11 +421,13 @@ func (c *remoteConn) discover(ctx context.Context, version string) (bool, json.R
 			Capabilities      json.RawMessage `json:"capabilities"`
 		}
 		if json.Unmarshal(res, &dr) == nil && slices.Contains(dr.SupportedVersions, Revision20260728) {
+			_ = main.Close() // never used: no session to end
 			return true, dr.Capabilities, nil
 		}
 	}
+	c.tr = main
 	c.setLegacy("")
-	c.setProtocolVersion("")
+	_ = probe.Close()
 	var rpc *switchboard.RPCError
 	switch {
 	case err == nil, errors.As(err, &rpc):

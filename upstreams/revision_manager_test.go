@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
@@ -52,6 +54,10 @@ func mcpGoHandler(legacy bool) http.Handler {
 type methodLog struct {
 	h      http.Handler
 	refuse int
+	// gate, when set, holds subscriptions/listen requests until it is
+	// closed, announcing each on held.
+	gate atomic.Pointer[chan struct{}]
+	held chan struct{}
 
 	mu    sync.Mutex
 	posts []post
@@ -72,6 +78,10 @@ func (l *methodLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.mu.Lock()
 		l.posts = append(l.posts, post{m.Method, r.Header.Get("MCP-Protocol-Version"), r.Header.Get("Mcp-Session-Id")})
 		l.mu.Unlock()
+		if g := l.gate.Load(); g != nil && m.Method == "subscriptions/listen" {
+			l.held <- struct{}{}
+			<-*g
+		}
 		if m.Method == "server/discover" && l.refuse != 0 {
 			http.Error(w, "no such method", l.refuse)
 			return
@@ -337,5 +347,47 @@ done
 	}
 	if st := h.status("strict"); st.Protocol != "2025-06-18" || st.State != switchboard.StateReady {
 		t.Errorf("status %+v, want ready on 2025-06-18", st)
+	}
+}
+
+// swapHandler serves through whichever handler it holds now.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+// TestStatelessListenReopened: when a 2026 upstream's listen stream is
+// cut, the gateway opens it again and re-lists, so a change made while it
+// was down is still picked up: here the server was replaced by one with
+// another tool, which never sends a list change (nothing changed in its
+// own life).
+func TestStatelessListenReopened(t *testing.T) {
+	sw := &swapHandler{}
+	sw.set(mcptest.StatelessHandler(mcptest.Options{Name: "up"}))
+	log := &methodLog{h: sw, held: make(chan struct{}, 1)}
+	ts := httptest.NewServer(log)
+	t.Cleanup(ts.Close)
+	h := newHarness(t, testOptions())
+	h.apply(switchboard.ServerSpec{Name: "up", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
+	h.tools()
+
+	gate := make(chan struct{})
+	log.gate.Store(&gate)
+	ts.CloseClientConnections() // cuts the listen stream
+	select {
+	case <-log.held: // the gateway is re-opening it
+	case <-time.After(waitTimeout):
+		t.Fatal("subscriptions/listen was not re-opened")
+	}
+	sw.set(mcptest.StatelessHandler(mcptest.Options{Name: "up", ExtraTools: 1})) // the "restarted" server
+	log.gate.Store(nil)
+	close(gate)
+	h.waitFor("the new server's extra tool", func() bool {
+		_, ok := h.m.Catalog().Lookup("up_t0000")
+		return ok
+	})
+	if st := h.status("up"); st.State != switchboard.StateReady {
+		t.Errorf("state %q after the listen stream was cut, want ready", st.State)
 	}
 }
