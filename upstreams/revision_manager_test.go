@@ -355,7 +355,9 @@ type swapHandler struct{ h atomic.Pointer[http.Handler] }
 
 func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
 
-func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
 
 // TestStatelessListenReopened: when a 2026 upstream's listen stream is
 // cut, the gateway opens it again and re-lists, so a change made while it
