@@ -760,7 +760,8 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		// revision: the params are rendered for it.
 		u.log.Info("upstream forgot the session; re-initializing and sending the call again", "tool", name)
 		if c, err = u.ensure(ctx); err == nil {
-			res, err = c.call(ctx, "tools/call", callParams(head, mm, send, c))
+			// Clipped: the first rendering's bytes stay as they were.
+			res, err = c.call(ctx, "tools/call", callParams(slices.Clip(head), mm, send, c))
 		}
 	}
 	if err == nil && isStateless(c) {
@@ -778,7 +779,7 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 // null). On a 2026-07-28 connection the hop's protocol keys lead the
 // _meta.
 func callParams(head []byte, mm map[string]json.RawMessage, send bool, c conn) any {
-	p := slices.Clip(head) // each rendering appends to its own copy
+	p := head
 	if !isStateless(c) {
 		if send {
 			p = append(p, `,"_meta":`...)
