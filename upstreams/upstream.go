@@ -21,8 +21,9 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
-// ProtocolVersion is the MCP version Switchboard pins with upstreams, so
-// initialize never waits on a server/discover probe.
+// ProtocolVersion is the 2025 MCP version Switchboard asks for in
+// initialize, with every upstream that is not spoken to in 2026-07-28
+// (see revision.go for which are).
 const ProtocolVersion = "2025-06-18"
 
 // maxToolPages bounds tools/list pagination against a server that hands
