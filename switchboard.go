@@ -126,6 +126,11 @@ type ServerStatus struct {
 	Shadowed []string `json:"shadowed,omitempty"`
 	// Stderr is the tail of a stdio child's standard error.
 	Stderr string `json:"stderr,omitempty"`
+	// Protocol is the MCP revision the gateway speaks to this server on
+	// its current (or last) connection: "2026-07-28" (stateless) or the
+	// 2025 revision initialize settled on; empty before the first
+	// connection and for built-in servers.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // Catalog is an immutable snapshot of the tools clients see, in the order

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,7 @@ func (e *tooLargeError) Error() string {
 // writeLoop in goroutines it waits for, and calls markDone when the
 // transport is gone.
 type framer struct {
+	hop
 	w      io.Writer
 	log    *slog.Logger
 	onNote func(method string, params json.RawMessage)
@@ -241,6 +243,10 @@ func (f *framer) writeLoop() {
 // call sends a request and waits for its response, its ctx or the loss of
 // the connection.
 func (f *framer) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	params, err := f.hopParams(params)
+	if err != nil {
+		return nil, err
+	}
 	id := strconv.FormatInt(f.nextID.Add(1), 10)
 	ch := make(chan message, 1)
 	f.mu.Lock()
@@ -409,4 +415,22 @@ func (q *fifo) state() (held bool, waiting int, changed <-chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held, len(q.waiters), q.changed
+}
+
+// discover asks a server that refused initialize whether it speaks
+// 2026-07-28 (server/discover); if it does, the connection is stateless
+// from now on and discover reports true.
+func (f *framer) discover(ctx context.Context, version string) bool {
+	f.setStateless(version)
+	res, err := f.call(ctx, "server/discover", nil)
+	if err == nil {
+		var dr struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		}
+		if json.Unmarshal(res, &dr) == nil && slices.Contains(dr.SupportedVersions, Revision20260728) {
+			return true
+		}
+	}
+	f.setLegacy("")
+	return false
 }

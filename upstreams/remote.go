@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 // transports to conn. Requests go out raw through SendRequest so results
 // and error codes are never decoded into lossy typed structs.
 type remoteConn struct {
+	hop
 	tr       transport.Interface
 	nextID   atomic.Int64
 	doneCh   chan struct{}
@@ -34,6 +36,16 @@ type remoteConn struct {
 	endLife context.CancelFunc
 	// broken is set when a reply or event passed the message limit.
 	broken atomic.Pointer[string]
+
+	// acked is called on each notifications/subscriptions/acknowledged
+	// (set by listen before its first request), and acks counts them.
+	acked atomic.Pointer[func()]
+	acks  atomic.Int32
+	// wg holds the subscriptions/listen goroutine; close waits for it.
+	wg sync.WaitGroup
+	// newProbe makes the transport server/discover goes out on (nil:
+	// no probe, as on legacy SSE).
+	newProbe func() (transport.Interface, error)
 }
 
 func (c *remoteConn) brokenReason() string {
@@ -81,31 +93,43 @@ func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, l
 			c.tr = sse
 		}
 	default:
-		// We pin a legacy protocol version on purpose (sessions and the
-		// GET stream carry list_changed), so the deprecation does not apply.
-		//lint:ignore SA1019 legacy protocol pinned on purpose
+		// The connection's own transport listens on the GET stream, which
+		// carries a 2025 session's list_changed; the deprecation is about
+		// 2026-07-28, which probe speaks.
+		//lint:ignore SA1019 the 2025 session's GET stream, on purpose
 		listen := transport.WithContinuousListening()
 		c.tr, err = transport.NewStreamableHTTP(spec.URL,
 			transport.WithHTTPHeaders(spec.Headers),
 			transport.WithHTTPBasicClient(httpc),
 			transport.WithHTTPLogger(log),
 			listen)
+		// server/discover goes out on a transport of its own: mcp-go
+		// opens a transport's gate to the GET stream on any discover
+		// answered without a JSON-RPC error (a stateful go-sdk server
+		// answers one, listing 2025 versions only), and a GET stream
+		// opened before initialize has no session, so the listener
+		// would start late and miss notifications. The probe becomes the
+		// connection's transport if the server speaks 2026-07-28.
+		c.newProbe = func() (transport.Interface, error) {
+			p, err := transport.NewStreamableHTTP(spec.URL,
+				transport.WithHTTPHeaders(spec.Headers),
+				transport.WithHTTPBasicClient(httpc),
+				transport.WithHTTPLogger(log))
+			if err != nil {
+				return nil, err
+			}
+			c.wire(p, onNote)
+			if err := p.Start(ctx); err != nil {
+				_ = p.Close()
+				return nil, err
+			}
+			return p, nil
+		}
 	}
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "server %q: %v", spec.Name, err)
 	}
-	c.tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) {
-		params, _ := json.Marshal(n.Params)
-		onNote(n.Method, params)
-	})
-	if bt, ok := c.tr.(transport.BidirectionalInterface); ok {
-		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-			if req.Method == "ping" {
-				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
-			}
-			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
-		})
-	}
+	c.wire(c.tr, onNote)
 	stop := context.AfterFunc(connectCtx, func() { _ = c.tr.Close() })
 	err = c.tr.Start(ctx)
 	if !stop() && err == nil {
@@ -117,6 +141,30 @@ func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, l
 		return nil, err
 	}
 	return c, nil
+}
+
+// wire sets tr's handlers: notifications go to onNote (subscription
+// acknowledgements to listen), and a server's requests get ping answered
+// and -32601 for anything else.
+func (c *remoteConn) wire(tr transport.Interface, onNote func(string, json.RawMessage)) {
+	tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/subscriptions/acknowledged" {
+			if f := c.acked.Load(); f != nil {
+				(*f)()
+			}
+			return
+		}
+		params, _ := json.Marshal(n.Params)
+		onNote(n.Method, params)
+	})
+	if bt, ok := tr.(transport.BidirectionalInterface); ok {
+		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+			if req.Method == "ping" {
+				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+			}
+			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
+		})
+	}
 }
 
 func (c *remoteConn) markDone() {
@@ -134,7 +182,15 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 		return nil, errConnLost
 	default:
 	}
-	id := mcp.NewRequestId(c.nextID.Add(1))
+	params, err := c.hopParams(params)
+	if err != nil {
+		return nil, err
+	}
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(c.nextID.Add(1)), Method: method, Params: params}
+	if c.stateless() {
+		req.Header = standardHeaders(method, params)
+	}
+	id := req.ID
 	// mcp-go's SSE client arms its own timer from ctx's deadline and races
 	// it against ctx, so it can give up a moment before ctx ends with an
 	// error that is not ctx's. Hand it a context without the deadline that
@@ -151,7 +207,7 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 		case <-sctx.Done():
 		}
 	}()
-	resp, err := c.tr.SendRequest(sctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params})
+	resp, err := c.tr.SendRequest(sctx, req)
 	if err != nil && c.brokenReason() != "" {
 		// A reply (or an event on the stream) passed the message limit:
 		// reset the connection so status says why and callers are told.
@@ -159,6 +215,11 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 		return nil, errConnLost
 	}
 	if err != nil {
+		if ctx.Err() != nil && c.stateless() {
+			// On 2026-07-28 closing the request's stream is the
+			// cancellation; there is no notification to send.
+			return nil, ctx.Err()
+		}
 		if ctx.Err() != nil {
 			// HTTP transports do not tell the server; we do, in the
 			// background: the caller's deadline has passed, and a server
@@ -169,6 +230,11 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 				_ = c.notify(c.life, "notifications/cancelled", map[string]any{"requestId": id, "reason": reason})
 			}()
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, transport.ErrSessionTerminated) && c.stateless() {
+			// No session to lose on 2026-07-28: a 404 is the revision's
+			// status for -32601 (mcp-go's transport drops its body).
+			return nil, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + method}
 		}
 		if errors.Is(err, transport.ErrSessionTerminated) {
 			// The server answered 404 for our session (it restarted and
@@ -213,6 +279,9 @@ func (c *remoteConn) call(ctx context.Context, method string, params any) (json.
 }
 
 func (c *remoteConn) notify(ctx context.Context, method string, params any) error {
+	if c.stateless() {
+		return nil // 2026-07-28 has no client notifications the gateway sends
+	}
 	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: method}}
 	if params != nil {
 		b, err := json.Marshal(params)
@@ -233,6 +302,7 @@ func (c *remoteConn) notify(ctx context.Context, method string, params any) erro
 func (c *remoteConn) close() error {
 	c.markDone()
 	err := c.tr.Close()
+	c.wg.Wait()
 	c.httpc.CloseIdleConnections()
 	return err
 }
@@ -310,4 +380,127 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// standardHeaders are the headers 2026-07-28 asks of every request over
+// streamable HTTP besides MCP-Protocol-Version (which the transport
+// sends): Mcp-Method and, on tools/call, Mcp-Name. Mcp-Param-* headers
+// (tool parameters annotated x-mcp-header) are not sent.
+func standardHeaders(method string, params any) http.Header {
+	raw, _ := params.(json.RawMessage)
+	std := mcp.StandardHeaders(Revision20260728, mcp.MCPMethod(method), raw)
+	h := make(http.Header, len(std))
+	for k, v := range std {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// discover sends server/discover as a 2026-07-28 client. It reports true
+// when the server supports 2026-07-28, leaving the connection stateless,
+// with the server's capabilities. Any refusal (a JSON-RPC error, an HTTP
+// 4xx without one, a result without 2026-07-28) reports false and leaves
+// the connection as it was, for initialize. An error means no answer came:
+// the server is unreachable, or ctx ended.
+func (c *remoteConn) discover(ctx context.Context, version string) (bool, json.RawMessage, error) {
+	if c.newProbe == nil {
+		return false, nil, nil
+	}
+	probe, err := c.newProbe()
+	if err != nil {
+		return false, nil, err
+	}
+	main := c.tr
+	c.tr = probe
+	c.setProtocolVersion(Revision20260728)
+	c.setStateless(version)
+	res, err := c.call(ctx, "server/discover", nil)
+	if err == nil {
+		var dr struct {
+			SupportedVersions []string        `json:"supportedVersions"`
+			Capabilities      json.RawMessage `json:"capabilities"`
+		}
+		if json.Unmarshal(res, &dr) == nil && slices.Contains(dr.SupportedVersions, Revision20260728) {
+			_ = main.Close() // never used: no session to end
+			return true, dr.Capabilities, nil
+		}
+	}
+	c.tr = main
+	c.setLegacy("")
+	_ = probe.Close()
+	var rpc *switchboard.RPCError
+	switch {
+	case err == nil, errors.As(err, &rpc):
+		return false, nil, nil
+	case ctx.Err() != nil:
+		return false, nil, ctx.Err()
+	}
+	select {
+	case <-c.doneCh:
+		return false, nil, err // no HTTP answer at all
+	default:
+		return false, nil, nil // an HTTP status without a JSON-RPC body
+	}
+}
+
+// listen opens subscriptions/listen for tool list changes and keeps it
+// open for the connection's life, re-opening it (with backoff) when the
+// server ends it; each re-opening is followed by a re-list, as changes may
+// have been missed meanwhile. It returns once the server acknowledged the
+// first subscription, or refused it (the error), or ctx ended; the stream
+// then stays with the connection, and close ends it.
+func (c *remoteConn) listen(ctx context.Context, relist func(), log *slog.Logger) error {
+	first := make(chan error, 1)
+	acked := func() {
+		if c.acks.Add(1) == 1 {
+			first <- nil
+		} else {
+			relist()
+		}
+	}
+	c.acked.Store(&acked)
+	params, err := withHopMeta(json.RawMessage(`{"notifications":{"toolsListChanged":true}}`), c.meta)
+	if err != nil {
+		return err
+	}
+	c.wg.Go(func() {
+		delay := 250 * time.Millisecond
+		for {
+			begin := time.Now()
+			req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(c.nextID.Add(1)),
+				Method: "subscriptions/listen", Params: params, Header: standardHeaders("subscriptions/listen", params)}
+			resp, err := c.tr.SendRequest(c.life, req)
+			if err == nil && resp.Error != nil {
+				err = fmt.Errorf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message)
+			}
+			if c.life.Err() != nil {
+				return
+			}
+			if c.acks.Load() == 0 {
+				if err == nil {
+					err = errors.New("the server ended subscriptions/listen before acknowledging it")
+				}
+				first <- err
+				return
+			}
+			if time.Since(begin) > time.Minute {
+				delay = 250 * time.Millisecond
+			}
+			log.Info("upstream ended subscriptions/listen; re-opening it", "err", err, "in", delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-c.life.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			delay = min(delay*2, 30*time.Second)
+		}
+	})
+	select {
+	case err := <-first:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

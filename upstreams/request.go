@@ -20,7 +20,8 @@ func (m *Manager) server(name string) (*upstream, error) {
 	return u, nil
 }
 
-// Connect connects server name now (initialize, then tools/list) unless
+// Connect connects server name now (server/discover or initialize, then
+// tools/list) unless
 // it is connected already, waiting for a connect another caller started.
 // It is bounded by ctx and by the connect timeout, and goes through the
 // server's circuit breaker like any first use. Errors wrap ErrNotFound (no

@@ -2,12 +2,14 @@ package upstreams
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +21,9 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
-// ProtocolVersion is the MCP version Switchboard pins with upstreams, so
-// initialize never waits on a server/discover probe.
+// ProtocolVersion is the 2025 MCP version Switchboard asks for in
+// initialize, with every upstream that is not spoken to in 2026-07-28
+// (see revision.go for which are).
 const ProtocolVersion = "2025-06-18"
 
 // maxToolPages bounds tools/list pagination against a server that hands
@@ -51,6 +54,7 @@ type upstream struct {
 	active       int
 	drained      chan struct{}
 	stderr       func() string // the current connection's stderr tail, if any
+	protocol     string        // the revision of the current (or last) connection
 	state        switchboard.ServerState
 	lastErr      string
 	tools        []rawTool
@@ -306,6 +310,10 @@ func (u *upstream) connect() (conn, error) {
 	if sc, ok := c.(*streamConn); ok {
 		sc.initialized()
 	}
+	u.mu.Lock()
+	u.protocol = revisionOf(c)
+	u.mu.Unlock()
+	u.log.Debug("upstream connected", "protocol", revisionOf(c))
 	u.setTools(tools)
 	return c, nil
 }
@@ -333,29 +341,81 @@ func (u *upstream) openStream(ctx context.Context) (*streamConn, error) {
 	return newStreamConn(st, u.m.opts.StopTimeout, u.m.opts.MaxMessageBytes, u.onNote, u.log), nil
 }
 
+// handshake settles the connection's revision (see revision.go: discover
+// first on streamable HTTP, initialize first elsewhere) and lists the
+// tools.
 func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
+	if rc, ok := c.(*remoteConn); ok && u.spec.Transport == switchboard.TransportStreamableHTTP {
+		modern, caps, err := rc.discover(ctx, u.m.opts.Version)
+		if err != nil {
+			return nil, err
+		}
+		if modern {
+			if listChanged(caps) {
+				// Before tools/list, so no change after the list is missed.
+				if err := rc.listen(ctx, u.listChanged, u.log); err != nil {
+					if ctx.Err() != nil {
+						return nil, err
+					}
+					u.log.Warn("upstream refused subscriptions/listen; its tool list is re-read on reconnect only", "err", err)
+				}
+			}
+			return listTools(ctx, c)
+		}
+	}
+	if err := u.initialize(ctx, c); err != nil {
+		// A stdio or hosted server that refuses initialize with a
+		// JSON-RPC error may have dropped the 2025 handshake: it is asked
+		// server/discover next (it answered, so it is reading).
+		var rpc *switchboard.RPCError
+		f, ok := c.(interface {
+			discover(context.Context, string) bool
+		})
+		if !ok || !errors.As(err, &rpc) || !f.discover(ctx, u.m.opts.Version) {
+			return nil, err
+		}
+	}
+	return listTools(ctx, c)
+}
+
+// initialize runs the 2025 handshake.
+func (u *upstream) initialize(ctx context.Context, c conn) error {
 	res, err := c.call(ctx, "initialize", map[string]any{
 		"protocolVersion": ProtocolVersion,
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": "switchboard", "version": u.m.opts.Version},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var ir struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	if err := json.Unmarshal(res, &ir); err != nil {
-		return nil, fmt.Errorf("initialize result is not an object: %w", err)
+		return fmt.Errorf("initialize result is not an object: %w", err)
+	}
+	if h, ok := c.(interface{ setLegacy(string) }); ok {
+		h.setLegacy(cmp.Or(ir.ProtocolVersion, ProtocolVersion))
 	}
 	if rc, ok := c.(*remoteConn); ok && ir.ProtocolVersion != "" {
 		rc.setProtocolVersion(ir.ProtocolVersion)
 	}
-	if err := c.notify(ctx, "notifications/initialized", nil); err != nil {
-		return nil, err
-	}
-	return listTools(ctx, c)
+	return c.notify(ctx, "notifications/initialized", nil)
 }
+
+// listChanged reports whether server capabilities (raw JSON) promise
+// notifications/tools/list_changed.
+func listChanged(caps json.RawMessage) bool {
+	var c struct {
+		Tools *struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"tools"`
+	}
+	return json.Unmarshal(caps, &c) == nil && c.Tools != nil && c.Tools.ListChanged
+}
+
+// listChanged is called when the upstream's tools may have changed.
+func (u *upstream) listChanged() { u.onNote("notifications/tools/list_changed", nil) }
 
 // listTools fetches every page of tools/list as raw tool objects.
 func listTools(ctx context.Context, c conn) ([]rawTool, error) {
@@ -614,16 +674,16 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	}
 	// Built by hand to keep the client's argument bytes and key order;
 	// compacting also guarantees no newline reaches a stdio frame.
-	params := make([]byte, 0, len(args)+len(name)+64)
-	params = append(params, `{"name":`...)
-	params = append(params, mustJSON(name)...)
+	head := make([]byte, 0, len(args)+len(name)+64)
+	head = append(head, `{"name":`...)
+	head = append(head, mustJSON(name)...)
 	if len(args) > 0 {
-		params = append(params, `,"arguments":`...)
+		head = append(head, `,"arguments":`...)
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, args); err != nil {
 			return nil, switchboard.Errorf(switchboard.ErrInvalid, "arguments are not valid JSON")
 		}
-		params = append(params, buf.Bytes()...)
+		head = append(head, buf.Bytes()...)
 	}
 	// A stdio upstream has no headers: the trace context travels in
 	// _meta (traceparent, tracestate), the keys MCP reserves for it
@@ -634,8 +694,12 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 	if u.spec.Transport == switchboard.TransportStdio || u.spec.Transport == switchboard.TransportHosted {
 		tc = traceMeta(ctx)
 	}
-	if len(meta) > 0 || len(tc) > 0 {
-		mm := map[string]json.RawMessage{}
+	// mm is the _meta to forward (if send), without the client's
+	// protocol keys: they describe the client's hop, not ours.
+	var mm map[string]json.RawMessage
+	send := len(meta) > 0 || len(tc) > 0
+	if send {
+		mm = map[string]json.RawMessage{}
 		if len(meta) > 0 {
 			if err := json.Unmarshal(meta, &mm); err != nil {
 				return nil, switchboard.Errorf(switchboard.ErrInvalid, "params._meta must be an object")
@@ -682,29 +746,55 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			}()
 			mm["progressToken"] = mustJSON(ours)
 		}
-		if len(mm) > 0 || dropped == 0 {
+		if len(mm) == 0 && dropped > 0 {
 			// A _meta of nothing but protocol keys is not forwarded at
 			// all: the upstream sees what a 2025 client's call sends.
-			params = append(params, `,"_meta":`...)
-			params = append(params, mustJSON(mm)...)
+			send = false
 		}
 	}
-	params = append(params, '}')
-	res, err := c.call(ctx, "tools/call", json.RawMessage(params))
+	res, err := c.call(ctx, "tools/call", callParams(head, mm, send, c))
 	if errors.Is(err, errSessionLost) {
 		// A streamable server that restarted forgot our session and never
 		// ran the call: re-initialize (through the breaker) and send it
 		// again. Once only, so a server that forgets every session cannot
-		// keep the caller looping.
+		// keep the caller looping. The new connection may speak another
+		// revision: the params are rendered for it.
 		u.log.Info("upstream forgot the session; re-initializing and sending the call again", "tool", name)
 		if c, err = u.ensure(ctx); err == nil {
-			res, err = c.call(ctx, "tools/call", json.RawMessage(params))
+			// Clipped: the first rendering's bytes stay as they were.
+			res, err = c.call(ctx, "tools/call", callParams(slices.Clip(head), mm, send, c))
 		}
+	}
+	if err == nil && isStateless(c) {
+		res, err = stripHopResult(res)
 	}
 	if err != nil {
 		return nil, u.callErr(ctx, "tool", name, timeout, err)
 	}
 	return res, nil
+}
+
+// callParams finishes the params of a tools/call: head (name and
+// arguments, without the closing brace) and the _meta to forward (none
+// unless send; as the client sent it otherwise, even empty or
+// null). On a 2026-07-28 connection the hop's protocol keys lead the
+// _meta.
+func callParams(head []byte, mm map[string]json.RawMessage, send bool, c conn) any {
+	p := head
+	if !isStateless(c) {
+		if send {
+			p = append(p, `,"_meta":`...)
+			p = append(p, mustJSON(mm)...)
+		}
+		return json.RawMessage(append(p, '}'))
+	}
+	p = append(p, `,"_meta":{`...)
+	p = append(p, c.(revisioner).protocolMeta()...)
+	if len(mm) > 0 {
+		b := mustJSON(mm)
+		p = append(append(p, ','), b[1:len(b)-1]...)
+	}
+	return hopParams(append(p, "}}"...))
 }
 
 // callTimeout is the server's own call timeout, or the gateway's.
@@ -783,7 +873,7 @@ func mustJSON(v any) json.RawMessage {
 func (u *upstream) status() switchboard.ServerStatus {
 	u.mu.Lock()
 	st := switchboard.ServerStatus{Name: u.spec.Name, Transport: u.spec.Transport, State: u.state,
-		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed}
+		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed, Protocol: u.protocol}
 	if u.state == switchboard.StateFailed && u.breaker.State() == gobreaker.StateOpen {
 		st.State = switchboard.StateUnavailable
 	}

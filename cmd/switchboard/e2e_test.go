@@ -291,16 +291,20 @@ func direct(t *testing.T) *rawClient {
 	return c
 }
 
-// upstreamsUnderTest are the three transports, each as one servers entry.
+// upstreamsUnderTest are the three transports, each as one servers
+// entry, and streamable HTTP once more in 2026-07-28 (stateless).
 func upstreamsUnderTest(t *testing.T) map[string]map[string]any {
 	sse := httptest.NewServer(mcptest.SSEHandler(mcptest.Options{Name: "sse"}))
 	st := httptest.NewServer(mcptest.StreamableHandler(mcptest.Options{Name: "st"}))
+	st26 := httptest.NewServer(mcptest.StatelessHandler(mcptest.Options{Name: "st26"}))
 	t.Cleanup(sse.Close)
 	t.Cleanup(st.Close)
+	t.Cleanup(st26.Close)
 	return map[string]map[string]any{
-		"stdio":           stdioServer("stdio"),
-		"sse":             {"url": sse.URL, "transport": "sse"},
-		"streamable-http": {"url": st.URL, "transport": "streamable-http"},
+		"stdio":                      stdioServer("stdio"),
+		"sse":                        {"url": sse.URL, "transport": "sse"},
+		"streamable-http":            {"url": st.URL, "transport": "streamable-http"},
+		"streamable-http 2026-07-28": {"url": st26.URL, "transport": "streamable-http"},
 	}
 }
 

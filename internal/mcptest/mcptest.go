@@ -8,7 +8,8 @@
 // notifications, list_changed notifications, process crashes) plus an
 // optional number of trivial tools for load tests. It can be served over
 // stdio ([ServeStdio], [RunIfChild]), the legacy HTTP+SSE transport
-// ([SSEHandler]) and streamable HTTP ([StreamableHandler]).
+// ([SSEHandler]) and streamable HTTP, stateful ([StreamableHandler]) or
+// stateless 2026-07-28 ([StatelessHandler]).
 //
 // Tools:
 //
@@ -359,6 +360,19 @@ func StreamableHandler(opts Options) http.Handler {
 	s := NewServer(opts)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+}
+
+// StatelessHandler returns an http.Handler serving the streamable HTTP
+// transport in the go-sdk's stateless mode for a new fixture server: it
+// speaks MCP 2026-07-28 (server/discover, subscriptions/listen, no
+// session) and answers 2025 clients without a session too.
+//
+// DNS-rebinding (localhost Host header) protection is disabled, so the
+// handler accepts whatever Host a proxy under test sends.
+func StatelessHandler(opts Options) http.Handler {
+	s := NewServer(opts)
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true})
 }
 
 // ServeStdio runs a fixture server on os.Stdin/os.Stdout until EOF on stdin
