@@ -114,7 +114,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
 	var mounts []sandbox.Volume
 	for _, v := range vols {
-		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly, Bind: v.Bind})
 	}
 	svc := sandbox.New(sandbox.Options{
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,

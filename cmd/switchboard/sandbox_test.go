@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -395,4 +398,84 @@ func sandboxtestImage(t *testing.T) string {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestSandboxHostVolumes: MCP_SERVER_SANDBOX_VOLUMES with a host
+// directory, as the issue writes it, through run() and the go-sdk client:
+// the host's file is read in the session, the session's file lands on the
+// host, and get_volume_path reports the host path and the workspace.
+func TestSandboxHostVolumes(t *testing.T) {
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o777); err != nil { // sessions run as uid 1000
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := sandboxGateway(t, t.TempDir(), map[string]string{"MCP_SERVER_SANDBOX_VOLUMES": `["` + host + `:/sandbox/data"]`})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := sdkConnect(t, g.url+"/mcp", nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat /sandbox/data/in.txt; echo out > /sandbox/data/out.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command: %v %v", err, res)
+	}
+	r := structured(t, res)
+	if r["stdout"] != "host\n" || r["exit_code"] != float64(0) {
+		t.Fatalf("reading the host directory: %v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "out\n" {
+		t.Fatalf("the session's file on the host: %q %v", b, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_volume_path", Arguments: map[string]any{"session_id": r["session_id"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, _ := structured(t, res)["volumes"].([]any)
+	want := []map[string]any{
+		{"source": r["workspace_id"], "type": "volume", "container_path": "/workspace", "kind": "workspace"},
+		{"source": host, "type": "bind", "container_path": "/sandbox/data", "kind": "configured"},
+	}
+	if len(vols) != len(want) {
+		t.Fatalf("get_volume_path: %v", vols)
+	}
+	for i, w := range want {
+		v := vols[i].(map[string]any)
+		for k, x := range w {
+			if k == "source" && i == 0 {
+				if s, _ := v[k].(string); !strings.HasSuffix(s, x.(string)) {
+					t.Errorf("workspace volume %q does not name workspace %v", s, x)
+				}
+				continue
+			}
+			if v[k] != x {
+				t.Errorf("volume %d: %s = %v, want %v", i, k, v[k], x)
+			}
+		}
+	}
+}
+
+// Hostile MCP_SERVER_SANDBOX_VOLUMES stop run() before it listens, with
+// an error naming the variable.
+func TestSandboxHostileVolumesRefused(t *testing.T) {
+	for name, v := range map[string]string{
+		"relative":      `["data/x:/sandbox/data"]`,
+		"dot dot":       `["/srv/../etc:/sandbox/etc"]`,
+		"root":          `["/:/host"]`,
+		"docker socket": `["/var/run/docker.sock:/var/run/docker.sock"]`,
+		"run socket":    `["/run/docker.sock:/sandbox/sock"]`,
+		"workspace":     `["/srv/data:/workspace"]`,
+		"target":        `["/srv/data:sandbox/data"]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": t.TempDir(), "MCP_SERVER_SANDBOX_VOLUMES": v}
+			// Accepted by mistake, run would serve until the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_SANDBOX_VOLUMES:") {
+				t.Fatalf("run: %v, want a configuration error naming MCP_SERVER_SANDBOX_VOLUMES", err)
+			}
+		})
+	}
 }
