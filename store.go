@@ -44,8 +44,13 @@ type Project struct {
 	// only requires it to be non-empty.
 	ID          string
 	Description string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Sandbox is the project's switch of the gateway's sandbox tools: nil
+	// follows MCP_SERVER_SANDBOX, true and false are what the admin API
+	// set (SetProjectSandbox). CreateProject stores it; UpdateProject
+	// keeps it.
+	Sandbox   *bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Validate reports ErrInvalid when no store would accept p.
@@ -68,6 +73,10 @@ type ProjectStore interface {
 	// UpdateProject replaces the description of project p.ID.
 	// Errors: ErrInvalid, ErrNotFound.
 	UpdateProject(ctx context.Context, p Project) (Project, error)
+	// SetProjectSandbox sets project id's switch of the sandbox tools
+	// (nil: follow the gateway's default) and returns the project.
+	// Errors: ErrNotFound.
+	SetProjectSandbox(ctx context.Context, id string, on *bool) (Project, error)
 	// DeleteProject deletes a project and everything that belongs to it,
 	// tool-call records included. Errors: ErrNotFound.
 	DeleteProject(ctx context.Context, id string) error

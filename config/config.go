@@ -247,7 +247,7 @@ func (c *Config) validate() []error {
 	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
 		bad("MCP_SERVER_TRACE_SAMPLE_RATIO", "must be between 0 and 1, got %v", c.TraceSampleRatio)
 	}
-	errs = append(errs, c.Sandbox.validate()...)
+	errs = append(errs, c.Sandbox.validate(c.DockerHost)...)
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,43 +31,94 @@ type Sandbox struct {
 	// name of a Docker network the sessions join.
 	Network string `env:"MCP_SERVER_SANDBOX_NETWORK"`
 	// Volumes is a JSON array of "source:/container/path[:ro]" mounted
-	// into every session; source is a named Docker volume.
+	// into every session; source is a named Docker volume, or an absolute
+	// host directory (a bind mount: operator configuration only, never
+	// taken from a tool argument or the API).
 	Volumes string `env:"MCP_SERVER_SANDBOX_VOLUMES"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.
 type SandboxVolume struct {
+	// Source is a Docker volume name, or with Bind an absolute, clean
+	// host directory.
 	Source, Target string
 	ReadOnly       bool
+	Bind           bool
 }
 
 var volumeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
-// ParsedVolumes parses Volumes. Its errors say what the entry must look like.
-func (s Sandbox) ParsedVolumes() ([]SandboxVolume, error) {
+// forbiddenBindTrees are host paths never bind-mounted into a sandbox,
+// nor anything below or above them: the kernel's and the devices'
+// interfaces, the Docker socket (root on the host) and the engine's data
+// (every container's files). "/" is above them all.
+var forbiddenBindTrees = []string{"/proc", "/sys", "/dev", "/var/run/docker.sock", "/run/docker.sock", "/var/lib/docker"}
+
+// checkBindSource says why host directory src may not be mounted, or "".
+// extra names more paths to keep out (the configured Docker socket).
+func checkBindSource(src string, extra ...string) string {
+	if src == "/" {
+		return "/ (the host's root) is not mounted into sandboxes"
+	}
+	for _, t := range append(slices.Clone(forbiddenBindTrees), extra...) {
+		switch {
+		case src == t || strings.HasPrefix(src, t+"/"):
+			return fmt.Sprintf("%s is not mounted into sandboxes (%s gives access to the host)", src, t)
+		case strings.HasPrefix(t, src+"/"):
+			return fmt.Sprintf("%s holds %s, which gives access to the host; mount a directory that does not contain it", src, t)
+		}
+	}
+	return ""
+}
+
+// ParsedVolumes parses Volumes. Its errors say what the entry must look
+// like. A host directory that exists on this machine is also checked
+// after resolving its symbolic links; one that does not is refused by
+// the Docker engine when a session starts.
+func (s Sandbox) ParsedVolumes() ([]SandboxVolume, error) { return s.parseVolumes() }
+
+// parseVolumes is ParsedVolumes; keepOut are more host paths a bind may
+// not reach (the socket DOCKER_HOST names).
+func (s Sandbox) parseVolumes(keepOut ...string) ([]SandboxVolume, error) {
 	if strings.TrimSpace(s.Volumes) == "" {
 		return nil, nil
 	}
 	var items []string
 	if err := json.Unmarshal([]byte(s.Volumes), &items); err != nil {
-		return nil, fmt.Errorf(`must be a JSON array of strings such as ["data:/sandbox/data", "refs:/sandbox/refs:ro"]`)
+		return nil, fmt.Errorf(`must be a JSON array of strings such as ["/host/data:/sandbox/data", "refs:/sandbox/refs:ro"]`)
 	}
 	var out []SandboxVolume
 	targets := map[string]bool{}
 	for i, it := range items {
 		parts := strings.Split(it, ":")
 		if len(parts) < 2 || len(parts) > 3 || (len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw") {
-			return nil, fmt.Errorf("item %d: write source:/container/path or source:/container/path:ro", i+1)
+			return nil, fmt.Errorf("item %d: write /host/dir:/container/path or volume:/container/path, with :ro to mount it read-only", i+1)
 		}
 		v := SandboxVolume{Source: parts[0], Target: parts[1], ReadOnly: len(parts) == 3 && parts[2] == "ro"}
-		if strings.HasPrefix(v.Source, "/") {
-			return nil, fmt.Errorf("item %d: host directories are not mounted into sandboxes (the engine layer allows no host binds); create a Docker volume (docker volume create NAME) and use its name", i+1)
+		switch {
+		case strings.HasPrefix(v.Source, "/"):
+			v.Bind = true
+			if slices.Contains(strings.Split(v.Source, "/"), "..") {
+				return nil, fmt.Errorf("item %d: host path %q contains ..; write the directory's absolute path without it", i+1, v.Source)
+			}
+			if path.Clean(v.Source) != v.Source {
+				return nil, fmt.Errorf("item %d: host path %q is not clean; write %q", i+1, v.Source, path.Clean(v.Source))
+			}
+			if why := checkBindSource(v.Source, keepOut...); why != "" {
+				return nil, fmt.Errorf("item %d: %s", i+1, why)
+			}
+			if real, err := filepath.EvalSymlinks(v.Source); err == nil && real != v.Source {
+				if why := checkBindSource(real, keepOut...); why != "" {
+					return nil, fmt.Errorf("item %d: %s is a link to %s: %s", i+1, v.Source, real, why)
+				}
+			}
+		case strings.HasPrefix(v.Source, ".") || strings.Contains(v.Source, "/"):
+			return nil, fmt.Errorf("item %d: relative host path %q; host directories must be absolute paths (/host/data)", i+1, v.Source)
+		case !volumeName.MatchString(v.Source):
+			return nil, fmt.Errorf("item %d: %q is neither an absolute host path nor a Docker volume name", i+1, v.Source)
 		}
-		if !volumeName.MatchString(v.Source) {
-			return nil, fmt.Errorf("item %d: %q is not a Docker volume name", i+1, v.Source)
-		}
-		if !strings.HasPrefix(v.Target, "/") || path.Clean(v.Target) != v.Target || v.Target == "/" {
-			return nil, fmt.Errorf("item %d: the container path must be absolute and clean, got %q", i+1, v.Target)
+		if !strings.HasPrefix(v.Target, "/") || slices.Contains(strings.Split(v.Target, "/"), "..") || path.Clean(v.Target) != v.Target || v.Target == "/" {
+			return nil, fmt.Errorf("item %d: the container path must be absolute and clean (no ..), and not /, got %q", i+1, v.Target)
 		}
 		switch {
 		case v.Target == "/workspace", strings.HasPrefix(v.Target, "/workspace/"), v.Target == "/tmp", strings.HasPrefix(v.Target, "/tmp/"):
@@ -90,7 +143,9 @@ func (s Sandbox) NetworkMode() string {
 	return s.Network
 }
 
-func (s Sandbox) validate() []error {
+// validate checks the sandbox settings; dockerHost is DOCKER_HOST, whose
+// unix socket no bind mount may reach.
+func (s Sandbox) validate(dockerHost string) []error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
@@ -119,7 +174,11 @@ func (s Sandbox) validate() []error {
 	if s.Network == "host" {
 		bad("MCP_SERVER_SANDBOX_NETWORK", "host networking would give sandboxes the host's network stack; use bridge or a dedicated Docker network")
 	}
-	if _, err := s.ParsedVolumes(); err != nil {
+	var keepOut []string
+	if sock, ok := strings.CutPrefix(dockerHost, "unix://"); ok && strings.HasPrefix(sock, "/") {
+		keepOut = append(keepOut, path.Clean(sock))
+	}
+	if _, err := s.parseVolumes(keepOut...); err != nil {
 		bad("MCP_SERVER_SANDBOX_VOLUMES", "%v", err)
 	}
 	return errs

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,7 @@ func TestSandboxDefaults(t *testing.T) {
 }
 
 func TestSandboxVolumes(t *testing.T) {
-	cfg, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_VOLUMES": `["data:/sandbox/data","refs:/sandbox/refs:ro"]`, "MCP_SERVER_SANDBOX_NETWORK": "bridge"}))
+	cfg, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_VOLUMES": `["data:/sandbox/data","refs:/sandbox/refs:ro","/host/data:/sandbox/host","/srv/ro:/sandbox/ro:ro","/srv/rw:/sandbox/rw:rw"]`, "MCP_SERVER_SANDBOX_NETWORK": "bridge"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,9 @@ func TestSandboxVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []SandboxVolume{{Source: "data", Target: "/sandbox/data"}, {Source: "refs", Target: "/sandbox/refs", ReadOnly: true}}
+	want := []SandboxVolume{{Source: "data", Target: "/sandbox/data"}, {Source: "refs", Target: "/sandbox/refs", ReadOnly: true},
+		{Source: "/host/data", Target: "/sandbox/host", Bind: true}, {Source: "/srv/ro", Target: "/sandbox/ro", ReadOnly: true, Bind: true},
+		{Source: "/srv/rw", Target: "/sandbox/rw", Bind: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
@@ -40,17 +44,36 @@ func TestSandboxVolumes(t *testing.T) {
 
 func TestSandboxRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ key, value string }{
-		"host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/host/data:/sandbox/data"]`},
-		"not json":        {"MCP_SERVER_SANDBOX_VOLUMES", `data:/x`},
-		"relative target": {"MCP_SERVER_SANDBOX_VOLUMES", `["data:x"]`},
-		"workspace":       {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/workspace/x"]`},
-		"bad mode":        {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/x:rx"]`},
-		"host network":    {"MCP_SERVER_SANDBOX_NETWORK", "host"},
-		"bad network":     {"MCP_SERVER_SANDBOX_NETWORK", "a b"},
-		"zero sessions":   {"MCP_SERVER_SANDBOX_MAX_SESSIONS", "0"},
-		"timeout":         {"MCP_SERVER_SANDBOX_SESSION_TIMEOUT", "soon"},
-		"bool":            {"MCP_SERVER_SANDBOX", "maybe"},
-		"output":          {"MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "10"},
+		"not json":                {"MCP_SERVER_SANDBOX_VOLUMES", `data:/x`},
+		"relative target":         {"MCP_SERVER_SANDBOX_VOLUMES", `["data:x"]`},
+		"workspace":               {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/workspace/x"]`},
+		"bind over the workspace": {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/workspace"]`},
+		"bind over tmp":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/tmp"]`},
+		"bind over root":          {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/"]`},
+		"relative host path":      {"MCP_SERVER_SANDBOX_VOLUMES", `["./data:/sandbox/data"]`},
+		"relative host dir":       {"MCP_SERVER_SANDBOX_VOLUMES", `["host/data:/sandbox/data"]`},
+		"dot dot host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/../etc:/sandbox/etc"]`},
+		"dot dot target":          {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/sandbox/../workspace"]`},
+		"relative bind target":    {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:sandbox"]`},
+		"unclean host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv//d/:/sandbox/d"]`},
+		"host root":               {"MCP_SERVER_SANDBOX_VOLUMES", `["/:/host"]`},
+		"docker socket":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run/docker.sock:/sandbox/docker.sock"]`},
+		"run docker socket":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/run/docker.sock:/sandbox/docker.sock:ro"]`},
+		"socket directory":        {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run:/sandbox/run"]`},
+		"run directory":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/run:/sandbox/run"]`},
+		"var":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/var:/sandbox/var"]`},
+		"docker data":             {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/lib/docker/volumes:/sandbox/v"]`},
+		"proc":                    {"MCP_SERVER_SANDBOX_VOLUMES", `["/proc:/sandbox/proc"]`},
+		"sys":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/sys/fs/cgroup:/sandbox/cg"]`},
+		"dev":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/dev:/sandbox/dev"]`},
+		"mounted twice":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/a:/sandbox/x","/srv/b:/sandbox/x"]`},
+		"bad mode":                {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/x:rx"]`},
+		"host network":            {"MCP_SERVER_SANDBOX_NETWORK", "host"},
+		"bad network":             {"MCP_SERVER_SANDBOX_NETWORK", "a b"},
+		"zero sessions":           {"MCP_SERVER_SANDBOX_MAX_SESSIONS", "0"},
+		"timeout":                 {"MCP_SERVER_SANDBOX_SESSION_TIMEOUT", "soon"},
+		"bool":                    {"MCP_SERVER_SANDBOX", "maybe"},
+		"output":                  {"MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "10"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(getenvOf(map[string]string{tc.key: tc.value}))
@@ -58,6 +81,32 @@ func TestSandboxRejects(t *testing.T) {
 				t.Fatalf("want an error naming %s, got %v", tc.key, err)
 			}
 		})
+	}
+}
+
+// A bind source whose symbolic link leads to a refused path is refused,
+// and so is the socket DOCKER_HOST names, or a directory holding it.
+func TestSandboxBindLinksAndSocket(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "root")
+	if err := os.Symlink("/", link); err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string]map[string]string{
+		"link to /": {"MCP_SERVER_SANDBOX_VOLUMES": `["` + link + `:/sandbox/x"]`},
+		"DOCKER_HOST socket dir": {"DOCKER_HOST": "unix://" + dir + "/d/docker.sock",
+			"MCP_SERVER_SANDBOX_VOLUMES": `["` + dir + `/d:/sandbox/x"]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(getenvOf(env))
+			if err == nil || !strings.HasPrefix(err.Error(), "MCP_SERVER_SANDBOX_VOLUMES:") {
+				t.Fatalf("want an error naming MCP_SERVER_SANDBOX_VOLUMES, got %v", err)
+			}
+		})
+	}
+	// A plain directory is accepted.
+	if _, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_VOLUMES": `["` + dir + `:/sandbox/x:ro"]`})); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -45,10 +45,11 @@ func (f *fakeSandbox) SandboxEnabled(project string) bool {
 	return !f.off[project]
 }
 
-func (f *fakeSandbox) SetSandboxEnabled(project string, on bool) {
+func (f *fakeSandbox) SetSandboxEnabled(_ context.Context, project string, on bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.off[project] = !on
+	return nil
 }
 
 func TestSandboxPage(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,11 +31,45 @@ type Mount struct {
 	ReadOnly bool
 }
 
+// Bind mounts a host directory into a container. It exists for one
+// purpose: the directories an operator lists in MCP_SERVER_SANDBOX_VOLUMES
+// (environment configuration, validated by config/). Never fill one from
+// a tool argument, an API request or a hosted server's registration.
+// Create refuses a host path that is relative, unclean, "/", or reaches
+// the Docker socket, the engine's data, /proc, /sys or /dev, and the
+// engine refuses one that does not exist; propagation is rprivate.
+type Bind struct {
+	HostPath string
+	Target   string
+	ReadOnly bool
+}
+
+// bindForbidden are host paths no Bind may equal, lie under or contain.
+var bindForbidden = []string{"/proc", "/sys", "/dev", "/var/run/docker.sock", "/run/docker.sock", "/var/lib/docker"}
+
+// check refuses what no Bind may mount. Errors: ErrInvalid.
+func (b Bind) check() error {
+	h := b.HostPath
+	if !strings.HasPrefix(h, "/") || path.Clean(h) != h || strings.Contains(h, "/../") || h == "/" {
+		return switchboard.Errorf(switchboard.ErrInvalid, "bind mount: the host path must be an absolute, clean directory other than /")
+	}
+	if !strings.HasPrefix(b.Target, "/") || path.Clean(b.Target) != b.Target || b.Target == "/" {
+		return switchboard.Errorf(switchboard.ErrInvalid, "bind mount: the container path must be absolute and clean, and not /")
+	}
+	for _, f := range bindForbidden {
+		if h == f || strings.HasPrefix(h, f+"/") || strings.HasPrefix(f, h+"/") {
+			return switchboard.Errorf(switchboard.ErrInvalid, "bind mount: %s reaches %s, which gives access to the host", h, f)
+		}
+	}
+	return nil
+}
+
 // Spec describes a container to create. Hardening is not optional: every
 // container drops all capabilities, gets no-new-privileges, an init
 // process as PID 1, a pids limit, capped logs, no restart policy (the
 // gateway restarts) and no network unless Network names one. There is no
-// way to ask for privileged mode, devices, host namespaces or host binds.
+// way to ask for privileged mode, devices or host namespaces; host
+// directories only through Binds (see Bind: operator configuration only).
 type Spec struct {
 	Name       string // "" lets the engine pick
 	Image      string
@@ -54,8 +89,11 @@ type Spec struct {
 	ReadOnlyRoot bool
 	Tmpfs        map[string]string // path -> options ("rw,nosuid,size=64m")
 	Mounts       []Mount
-	Runtime      string        // "" is the engine's default; "runsc" for gVisor
-	StopTimeout  time.Duration // default 10s
+	// Binds are host directories from operator configuration (see Bind);
+	// hosted servers never set it.
+	Binds       []Bind
+	Runtime     string        // "" is the engine's default; "runsc" for gVisor
+	StopTimeout time.Duration // default 10s
 	// DiskQuota must be set by the caller from Info when DiskBytes should
 	// be applied; the engine does not probe on every create.
 	DiskQuota bool
@@ -114,6 +152,13 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	}
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	for _, b := range s.Binds {
+		if err := b.check(); err != nil {
+			return "", err
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.HostPath, Target: b.Target, ReadOnly: b.ReadOnly,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	res, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Name, Config: cfg, HostConfig: hc})
 	if err != nil {
@@ -238,6 +283,7 @@ type State struct {
 	SecurityOpt  []string
 	StorageOpt   map[string]string
 	Mounts       []Mount
+	Binds        []Bind
 }
 
 // Inspect returns a container's state. Errors: ErrNotFound.
@@ -268,6 +314,10 @@ func (e *Engine) Inspect(ctx context.Context, id string) (State, error) {
 		st.Init = h.Init != nil && *h.Init
 		st.CapDrop, st.SecurityOpt, st.StorageOpt = h.CapDrop, h.SecurityOpt, h.StorageOpt
 		for _, m := range h.Mounts {
+			if m.Type == mount.TypeBind {
+				st.Binds = append(st.Binds, Bind{HostPath: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+				continue
+			}
 			st.Mounts = append(st.Mounts, Mount{Volume: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 		}
 	}

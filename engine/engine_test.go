@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +148,89 @@ func TestExecAndVolumes(t *testing.T) {
 	}
 	if vs, err := e.ListVolumes(ctx, nil); err != nil || len(vs) != 0 {
 		t.Fatalf("volumes left: %v %v", vs, err)
+	}
+}
+
+// TestBinds: a host directory an operator configured is shared both ways,
+// read-only when asked; what reaches the host's control surfaces is
+// refused before the engine sees it.
+func TestBinds(t *testing.T) {
+	e := enginetest.New(t)
+	img := enginetest.GoImage(t, e, fixture)
+	ctx := ctxT(t)
+	rw, ro := t.TempDir(), t.TempDir()
+	for _, d := range []string{rw, ro} {
+		if err := os.Chmod(d, 0o777); err != nil { // the fixture runs as 65534
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(rw, "from-host"), []byte("host text"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.Create(ctx, engine.Spec{Image: img, Stdin: true, ReadOnlyRoot: true,
+		Binds: []engine.Bind{{HostPath: rw, Target: "/data"}, {HostPath: ro, Target: "/refs", ReadOnly: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env ...string) (int, string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code, err := e.Exec(ctx, id, engine.ExecSpec{Cmd: []string{"/server", "x"}, Env: env, Stdin: strings.NewReader("container text"), Stdout: &out, Stderr: &errb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errb.String()
+	}
+	if code, out, _ := run("READ=/data/from-host"); code != 0 || out != "host text" {
+		t.Fatalf("host file in the container: %d %q", code, out)
+	}
+	if code, _, errb := run("WRITE=/data/from-container"); code != 0 {
+		t.Fatalf("write into the bind: %d %s", code, errb)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "from-container")); err != nil || string(b) != "container text" {
+		t.Fatalf("container file on the host: %q %v", b, err)
+	}
+	if code, _, errb := run("WRITE=/refs/x"); code == 0 || !strings.Contains(errb, "read-only") {
+		t.Fatalf("write into a read-only bind: %d %s", code, errb)
+	}
+	st, err := e.Inspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.Bind{{HostPath: rw, Target: "/data"}, {HostPath: ro, Target: "/refs", ReadOnly: true}}
+	if diff := cmp.Diff(want, st.Binds); diff != "" || len(st.Mounts) != 0 {
+		t.Fatalf("inspected binds (-want +got)\n%s mounts %v", diff, st.Mounts)
+	}
+
+	for name, b := range map[string]engine.Bind{
+		"root":          {HostPath: "/", Target: "/host"},
+		"relative":      {HostPath: "data", Target: "/data"},
+		"unclean":       {HostPath: rw + "/../x", Target: "/data"},
+		"docker socket": {HostPath: "/var/run/docker.sock", Target: "/sock"},
+		"run socket":    {HostPath: "/run/docker.sock", Target: "/sock"},
+		"socket dir":    {HostPath: "/var/run", Target: "/run2"},
+		"engine data":   {HostPath: "/var/lib/docker/volumes", Target: "/v"},
+		"proc":          {HostPath: "/proc/1", Target: "/p"},
+		"relative dest": {HostPath: rw, Target: "data"},
+		"over root":     {HostPath: rw, Target: "/"},
+	} {
+		if _, err := e.Create(ctx, engine.Spec{Image: img, Binds: []engine.Bind{b}}); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	// A directory that does not exist is the engine's refusal, not created.
+	missing := filepath.Join(rw, "absent")
+	if _, err := e.Create(ctx, engine.Spec{Image: img, Binds: []engine.Bind{{HostPath: missing, Target: "/m"}}}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Errorf("missing host directory: %v, want ErrInvalid", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("the engine created %s: %v", missing, err)
+	}
+	if list, _ := e.List(ctx, nil); len(list) != 1 {
+		t.Errorf("refused specs left containers: %d", len(list))
 	}
 }
 

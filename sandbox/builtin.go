@@ -86,7 +86,8 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			return nil, err
 		}
 		type vol struct {
-			Source        string `json:"source"`
+			Source        string `json:"source"` // the host path of a bind, else the volume name
+			Type          string `json:"type"`   // "bind" or "volume"
 			ContainerPath string `json:"container_path"`
 			ReadOnly      bool   `json:"read_only"`
 			Kind          string `json:"kind"`
@@ -100,10 +101,14 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			}
 			out["session_id"] = x.id
 			out["workspace_id"] = x.workspaceID
-			vols = append(vols, vol{Source: x.volume, ContainerPath: "/workspace", Kind: "workspace"})
+			vols = append(vols, vol{Source: x.volume, Type: "volume", ContainerPath: "/workspace", Kind: "workspace"})
 		}
 		for _, v := range s.opts.Volumes {
-			vols = append(vols, vol{Source: v.Source, ContainerPath: v.Target, ReadOnly: v.ReadOnly, Kind: "configured"})
+			typ := "volume"
+			if v.Bind {
+				typ = "bind"
+			}
+			vols = append(vols, vol{Source: v.Source, Type: typ, ContainerPath: v.Target, ReadOnly: v.ReadOnly, Kind: "configured"})
 		}
 		out["volumes"] = vols
 		return jsonResult(out)

@@ -45,10 +45,13 @@ const (
 	LabelProject  = "io.switchboard.project"
 )
 
-// Volume is a named volume mounted into every session.
+// Volume is mounted into every session: a named Docker volume, or with
+// Bind an absolute host directory. Binds come from the operator's
+// MCP_SERVER_SANDBOX_VOLUMES only, never from a tool argument or the API.
 type Volume struct {
 	Source, Target string
 	ReadOnly       bool
+	Bind           bool
 }
 
 // Options configure a Service. Zero durations and limits take defaults.
@@ -393,6 +396,10 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		StopTimeout:  time.Second,
 	}
 	for _, v := range s.opts.Volumes {
+		if v.Bind {
+			spec.Binds = append(spec.Binds, engine.Bind{HostPath: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+			continue
+		}
 		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
 	if slices.Contains(info.Runtimes, "runsc") {
@@ -403,6 +410,11 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		drop()
 		if errors.Is(err, switchboard.ErrNotFound) {
 			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", image, template, variable)
+		}
+		if errors.Is(err, switchboard.ErrInvalid) && len(spec.Binds) > 0 {
+			// Most likely a configured host directory that does not
+			// exist on the engine's host; the engine's words say which.
+			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox: the Docker engine refused a session container (%s); check the host directories in MCP_SERVER_SANDBOX_VOLUMES exist on the Docker engine's host", switchboard.Message(err))
 		}
 		return nil, engineError(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,10 +180,31 @@ func TestToolsAndSessions(t *testing.T) {
 	if r.Stdout != "ABC\n" {
 		t.Fatalf("code with stdin: %+v", r)
 	}
+	// execute_code's env and timeout.
+	r = f.exec("p1", "execute_code", map[string]any{"code": "import os; print(os.environ['GREETING'])", "env": map[string]string{"GREETING": "py"}, "session_id": sid})
+	if r.Stdout != "py\n" {
+		t.Fatalf("code with env: %+v", r)
+	}
+	r = f.exec("p1", "execute_code", map[string]any{"code": "while True: pass", "timeout": 1, "session_id": sid})
+	if !r.TimedOut || r.ExitCode != nil || r.Success {
+		t.Fatalf("code with timeout: %+v", r)
+	}
 	// A missing working_dir is the program's failure, not the gateway's.
 	r = f.exec("p1", "execute_command", map[string]any{"command": "true", "working_dir": "/nope", "session_id": sid})
 	if exitCode(r) != 126 {
 		t.Fatalf("missing working_dir: %+v", r)
+	}
+
+	// execute_command's template picks a new session's image and is
+	// reported; an existing session's template cannot change.
+	nr := f.exec("p1", "execute_command", map[string]any{"command": "node -e 'console.log(1+1)'", "template": "node"})
+	if nr.Template != "node" || nr.Stdout != "2\n" || !nr.SessionCreated {
+		t.Fatalf("execute_command with template node: %+v", nr)
+	}
+	_, rerr := f.call("p1", "execute_command", map[string]any{"command": "true", "template": "python", "session_id": nr.SessionID})
+	wantCode(t, rerr, -32602, "template")
+	if _, rerr := f.call("p1", "stop_session", map[string]any{"session_id": nr.SessionID}); rerr != nil {
+		t.Fatal(rerr)
 	}
 
 	// get_sessions lists it with the agent session; other projects see nothing.
@@ -231,7 +253,8 @@ func TestToolsAndSessions(t *testing.T) {
 	_, rerr = f.call("p1", "execute_command", map[string]any{"command": "true", "session_id": sid})
 	wantCode(t, rerr, -32602, "session not found")
 	vols, err := f.e.ListVolumes(context.Background(), map[string]string{engine.LabelKind: sandbox.KindWorkspace})
-	if err != nil || len(vols) != 1 || vols[0].Name != gs.Sessions[0].Volume {
+	// Two workspaces: this session's and the node session's, both kept.
+	if err != nil || len(vols) != 2 || !slices.ContainsFunc(vols, func(v engine.Volume) bool { return v.Name == gs.Sessions[0].Volume }) {
 		t.Fatalf("workspace volume after stop: %v %v", vols, err)
 	}
 	if st, _ := f.e.List(context.Background(), map[string]string{engine.LabelKind: sandbox.KindSession}); len(st) != 0 {

@@ -137,14 +137,15 @@ func (s *Service) toolDefs() []json.RawMessage {
 		},
 		{
 			"name":        ToolGetVolumePath,
-			"description": "Show where files live: the volumes mounted into sessions (Docker volume name and path in the container), including the session's workspace at /workspace when session_id is given.",
+			"description": "Show where files live: what is mounted into every session (a host directory's path or a Docker volume's name, and the path in the container; read_only when it cannot be written), plus the session's workspace at /workspace when session_id is given.",
 			"inputSchema": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 				"session_id": map[string]any{"type": "string", "description": "include this session's workspace"},
 			}},
 			"outputSchema": map[string]any{"type": "object", "required": []string{"volumes"}, "properties": map[string]any{
 				"session_id": map[string]any{"type": "string"},
 				"volumes": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{
-					"source": map[string]any{"type": "string", "description": "Docker volume name"}, "container_path": map[string]any{"type": "string"},
+					"source": map[string]any{"type": "string", "description": "the host directory (type bind) or the Docker volume name (type volume)"},
+					"type":   map[string]any{"type": "string", "enum": []string{"bind", "volume"}}, "container_path": map[string]any{"type": "string"},
 					"read_only": map[string]any{"type": "boolean"}, "kind": map[string]any{"type": "string", "enum": []string{"workspace", "configured"}},
 				}}},
 			}},

@@ -17,6 +17,10 @@ type workspaceConfig struct {
 	Session  string `json:"sandbox_session,omitempty"`
 	// SnapshotOf names the workspace a snapshot was taken from.
 	SnapshotOf string `json:"snapshot_of,omitempty"`
+	// LastAgent is the agent session of the workspace's last session,
+	// kept when it stops (the row's agent_session_id is cleared then), so
+	// the next attach can log whom it follows.
+	LastAgent string `json:"last_agent_session,omitempty"`
 }
 
 // volumeFor names the Docker volume of workspace id.
@@ -75,10 +79,16 @@ func (s *Service) touchWorkspace(x *session, status string) {
 		s.log.Warn("sandbox: reading a workspace row", "workspace", x.workspaceID, "err", err)
 		return
 	}
+	// Keep what the row knows beyond the session (snapshot_of of a
+	// restored workspace, the last agent session).
+	var cfg workspaceConfig
+	_ = json.Unmarshal(w.Config, &cfg)
+	cfg.Volume, cfg.Template, cfg.Flavor, cfg.Session = x.volume, x.template, x.flavor, x.id
 	x.mu.Lock()
 	w.LastUsedAt = x.lastUsed
 	w.AgentSessionID = x.agent()
 	if x.stopped {
+		cfg.LastAgent = x.agent()
 		// No session, no holder: whoever attaches next starts one.
 		w.ContainerID, w.AgentSessionID = "", ""
 	} else {
@@ -88,8 +98,7 @@ func (s *Service) touchWorkspace(x *session, status string) {
 	if status != "" {
 		w.Status = status
 	}
-	cfg, _ := json.Marshal(workspaceConfig{Volume: x.volume, Template: x.template, Flavor: x.flavor, Session: x.id})
-	w.Config = cfg
+	w.Config, _ = json.Marshal(cfg)
 	if _, err := s.opts.Store.UpdateWorkspace(ctx, w); err != nil {
 		s.log.Warn("sandbox: updating a workspace row", "workspace", x.workspaceID, "err", err)
 	}

@@ -129,8 +129,12 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 		x.attachedBy = agent
 		x.mu.Unlock()
 	}
-	if w.AgentSessionID != agent {
-		s.log.Info("sandbox: workspace attached", "project", project, "workspace", id, "agent_session", agent, "previous_agent_session", w.AgentSessionID)
+	previous := w.AgentSessionID
+	if previous == "" {
+		previous = cfg.LastAgent // detached: the row's holder was cleared
+	}
+	if previous != agent {
+		s.log.Info("sandbox: workspace attached", "project", project, "workspace", id, "agent_session", agent, "previous_agent_session", previous)
 	}
 	s.touchWorkspace(x, WorkspaceRunning)
 	return x.describe(), nil

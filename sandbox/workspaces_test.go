@@ -3,7 +3,9 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -24,6 +26,24 @@ func withStore(t *testing.T) (func(*sandbox.Options), switchboard.Store) {
 		}
 	}
 	return func(o *sandbox.Options) { o.Store = st }, st
+}
+
+// lockedBuffer is a log sink safe for the service's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (f *fixture) ws(agent, tool string, args map[string]any) (map[string]any, *switchboard.RPCError) {
@@ -49,7 +69,11 @@ func (f *fixture) run(agent, sid, cmd string) result {
 // sees A's exact files; exclusivity; snapshot and restore.
 func TestWorkspaceHandover(t *testing.T) {
 	mod, st := withStore(t)
-	f := newFixture(t, mod)
+	logs := &lockedBuffer{}
+	f := newFixture(t, func(o *sandbox.Options) {
+		mod(o)
+		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
 
 	// A starts a session implicitly and leaves files behind.
 	raw, rerr := f.callCtx(context.Background(), "p", "agent-A", "execute_command", map[string]any{"command": "echo keep > keep.txt; echo old > change.txt; echo gone > delete.txt"}, nil)
@@ -79,8 +103,13 @@ func TestWorkspaceHandover(t *testing.T) {
 	_, rerr = f.callCtx(context.Background(), "q", "agent-B", "attach_workspace", map[string]any{"workspace_id": wsID}, nil)
 	wantCode(t, rerr, -32602, "workspace not found")
 
+	// Every call moves last_used_at.
+	before, _ := st.GetWorkspace(context.Background(), wsID)
 	// A changes and deletes, then detaches: the session is gone.
 	f.run("agent-A", first.SessionID, "echo new > change.txt; rm delete.txt; echo added > added.txt; (sleep 1000 &)")
+	if after, _ := st.GetWorkspace(context.Background(), wsID); !after.LastUsedAt.After(before.LastUsedAt) {
+		t.Fatalf("last_used_at did not move: %v then %v", before.LastUsedAt, after.LastUsedAt)
+	}
 	if _, rerr := f.ws("agent-A", "detach_workspace", map[string]any{"workspace_id": wsID}); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -100,9 +129,18 @@ func TestWorkspaceHandover(t *testing.T) {
 	if bSession == "" || bSession == first.SessionID || att["agent_session_id"] != "agent-B" {
 		t.Fatalf("attach B: %v", att)
 	}
-	got := f.run("agent-B", bSession, "for f in $(ls | sort); do printf '%s=' $f; cat $f; done; ls /proc | grep -c '^[0-9]'").Stdout
-	if !strings.HasPrefix(got, "added.txt=added\nchange.txt=new\nkeep.txt=keep\n") {
+	got := f.run("agent-B", bSession, "for f in $(ls | sort); do printf '%s=' $f; cat $f; done").Stdout
+	if got != "added.txt=added\nchange.txt=new\nkeep.txt=keep\n" {
 		t.Fatalf("B sees:\n%s", got)
+	}
+	// A's background process did not survive the detach.
+	raw, rerr = f.callCtx(context.Background(), "p", "agent-B", "execute_command", map[string]any{"command": "sh", "args": []string{"-c", countProcs, "sh", "[s]leep 1000"}, "session_id": bSession}, nil)
+	if n := string(raw); rerr != nil || !strings.Contains(n, `"stdout":"0\n"`) {
+		t.Fatalf("A's processes in B's session: %s %v", n, rerr)
+	}
+	// The attach names whom B follows.
+	if !strings.Contains(logs.String(), "agent_session=agent-B previous_agent_session=agent-A") {
+		t.Fatalf("B's attach does not log A as the previous agent session:\n%s", logs.String())
 	}
 	row, _ = st.GetWorkspace(context.Background(), wsID)
 	if row.AgentSessionID != "agent-B" || row.Status != sandbox.WorkspaceRunning {
@@ -128,6 +166,13 @@ func TestWorkspaceHandover(t *testing.T) {
 	got = f.run("agent-C", att["session_id"].(string), "ls | sort | tr '\\n' ' '").Stdout
 	if got != "added.txt change.txt keep.txt " {
 		t.Fatalf("restored workspace holds %q", got)
+	}
+	// Working in it keeps the record of its snapshot.
+	list0, _ := f.ws("agent-C", "list_workspaces", map[string]any{})
+	for _, w := range list0["workspaces"].([]any) {
+		if m := w.(map[string]any); m["workspace_id"] == restored["workspace_id"] && m["snapshot_of"] != snap["workspace_id"] {
+			t.Fatalf("the restored workspace lost snapshot_of once used: %v", m)
+		}
 	}
 
 	// list_workspaces shows all three; an ended MCP session detaches.

@@ -15,8 +15,8 @@ func init() {
 		cliCommand{"workspaces detach", "ID", "Detach a workspace: its session stops, its files stay.", workspaceOp("detach")},
 		cliCommand{"workspaces snapshot", "ID", "Snapshot a workspace and print the snapshot's id.", workspaceOp("snapshot")},
 		cliCommand{"workspaces restore", "SNAPSHOT", "Restore a snapshot into a new workspace and print its id.", workspaceOp("restore")},
-		cliCommand{"sandbox enable", "", "Serve the sandbox tools on the project's endpoint (in the gateway's memory).", sandboxSwitch(true)},
-		cliCommand{"sandbox disable", "", "Stop serving the sandbox tools on the project's endpoint (in the gateway's memory).", sandboxSwitch(false)},
+		cliCommand{"sandbox enable", "", "Serve the sandbox tools on the project's endpoint (stored; every replica follows).", sandboxSwitch(true)},
+		cliCommand{"sandbox disable", "", "Stop serving the sandbox tools on the project's endpoint (stored; every replica follows).", sandboxSwitch(false)},
 	)
 }
 

@@ -92,17 +92,29 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 // sandboxRuntime is the gateway's sandbox: the service, the engine it
-// uses, and which projects serve its tools.
+// uses, and which projects serve its tools. A project's switch is kept
+// in the store (kb.projects.sandbox_enabled): read at start, re-read
+// every MCP_SERVER_SYNC_INTERVAL so replicas converge, written by the
+// admin API.
 type sandboxRuntime struct {
 	svc        *sandbox.Service
+	st         switchboard.ProjectStore
 	defaultsOn bool // MCP_SERVER_SANDBOX: projects serve the tools unless switched
 	log        *slog.Logger
 
+	// applyMu serializes a switch (store write, then memory) with a
+	// sync (store read, then memory), so an older read never undoes a
+	// newer switch.
+	applyMu sync.Mutex
+
 	mu  sync.Mutex
-	off map[string]bool // projects switched off through the API
+	off map[string]bool // projects switched through the API: true = off
 	hub interface {
 		SetBuiltin(project, name string, b upstreams.Builtin)
 	}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // sandboxServer is the name the sandbox tools are listed under.
@@ -114,7 +126,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
 	var mounts []sandbox.Volume
 	for _, v := range vols {
-		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly, Bind: v.Bind})
 	}
 	svc := sandbox.New(sandbox.Options{
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
@@ -126,15 +138,85 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	if err := svc.Reap(rctx); err != nil {
 		log.Warn("sandbox: could not look for session containers left by a previous run", "err", switchboard.Message(err))
 	}
-	return &sandboxRuntime{svc: svc, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
+	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
+	// The projects' switches before the hub builds their runtimes; a
+	// store that cannot be read now is retried by the sync.
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer lcancel()
+	if err := r.sync(lctx); err != nil {
+		log.Warn("sandbox: could not read the projects' sandbox switches; retrying every sync interval", "err", switchboard.Message(err))
+	}
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = scancel
+	r.wg.Go(func() { r.syncLoop(sctx, cfg.SyncInterval) })
+	return r
+}
+
+// syncLoop re-reads the switches every interval until ctx ends.
+func (r *sandboxRuntime) syncLoop(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, max(4*interval, 30*time.Second))
+		if err := r.sync(sctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("sandbox: re-reading the projects' sandbox switches failed; keeping the last known", "err", switchboard.Message(err))
+		}
+		cancel()
+	}
+}
+
+// sync makes the switches what the store holds and applies the changed
+// ones to the hub's projects.
+func (r *sandboxRuntime) sync(ctx context.Context) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	list, err := r.st.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	next := map[string]bool{}
+	for _, p := range list {
+		if p.Sandbox != nil {
+			next[p.ID] = !*p.Sandbox
+		}
+	}
+	r.mu.Lock()
+	var changed []string
+	for _, p := range list {
+		if r.enabledLocked(p.ID) != r.enabledIn(next, p.ID) {
+			changed = append(changed, p.ID)
+		}
+	}
+	r.off = next
+	r.mu.Unlock()
+	for _, id := range changed {
+		on := r.enabled(id)
+		r.log.Info("sandbox tools switched by the store", "project", id, "enabled", on)
+		r.apply(id, on)
+	}
+	return nil
 }
 
 // enabled reports whether project serves the sandbox tools.
 func (r *sandboxRuntime) enabled(project string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if off, ok := r.off[project]; ok {
-		return !off
+	return r.enabledLocked(project)
+}
+
+func (r *sandboxRuntime) enabledLocked(project string) bool { return r.enabledIn(r.off, project) }
+
+func (r *sandboxRuntime) enabledIn(off map[string]bool, project string) bool {
+	if o, ok := off[project]; ok {
+		return !o
 	}
 	return r.defaultsOn
 }
@@ -169,10 +251,25 @@ func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent s
 }
 
 // SetSandboxEnabled switches project's sandbox tools on or off (the
-// API's project switch), in this process's memory.
-func (r *sandboxRuntime) SetSandboxEnabled(project string, on bool) {
+// API's project switch): stored first, so it outlives this process and
+// reaches the other replicas on their sync, then applied here at once.
+// Errors: the store's (ErrNotFound for an unknown project).
+func (r *sandboxRuntime) SetSandboxEnabled(ctx context.Context, project string, on bool) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if _, err := r.st.SetProjectSandbox(ctx, project, &on); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	r.off[project] = !on
+	r.mu.Unlock()
+	r.apply(project, on)
+	return nil
+}
+
+// apply adds or removes project's sandbox tools on the hub.
+func (r *sandboxRuntime) apply(project string, on bool) {
+	r.mu.Lock()
 	hub := r.hub
 	r.mu.Unlock()
 	if hub == nil {
@@ -217,4 +314,10 @@ func (r *sandboxRuntime) anyEnabled() bool {
 	return false
 }
 
-func (r *sandboxRuntime) close(ctx context.Context) error { return r.svc.Close(ctx) }
+// close stops the switches' sync, then every session (containers
+// removed, workspaces kept).
+func (r *sandboxRuntime) close(ctx context.Context) error {
+	r.cancel()
+	r.wg.Wait()
+	return r.svc.Close(ctx)
+}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,6 +176,66 @@ func TestSandboxEndToEnd(t *testing.T) {
 			t.Errorf("raw %s: %s", tc.name, rep.Body)
 		}
 	}
+	// And over legacy SSE: the go-sdk client, then raw HTTP (POST to the
+	// session's endpoint, the answer down the stream).
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	ls, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	for _, tc := range errCases {
+		_, err := ls.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+		if code := sdkCode(t, err); code != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("legacy %s: got %d %v, want %d naming %q", tc.name, code, err, tc.code, tc.want)
+		}
+	}
+	legacyRaw := rawLegacy(t, g.url)
+	for i, tc := range errCases {
+		if got := legacyRaw(100+i, tc.tool, tc.args); got != tc.code {
+			t.Errorf("raw legacy %s: code %d, want %d", tc.name, got, tc.code)
+		}
+	}
+
+	// Cancelling a call (the go-sdk client sends notifications/cancelled)
+	// kills every process it started.
+	cctx, ccancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	var once sync.Once
+	canceller := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { once.Do(func() { close(started) }) },
+	})
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := canceller.CallTool(cctx, &mcp.CallToolParams{Name: "execute_command", Meta: mcp.Meta{"progressToken": "c"},
+			Arguments: map[string]any{"command": "sleep 1003 & echo started; wait", "session_id": sid, "timeout": 50}})
+		callDone <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call to cancel streamed nothing")
+	}
+	ccancel()
+	if err := <-callDone; err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	// The gateway hears the cancellation asynchronously: wait for the
+	// program's processes to be gone (a condition, with a deadline).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "sh", "args": []string{"-c", `n=0; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2>/dev/null | grep -q '[s]leep 1003' && n=$((n+1)); done; echo $n`}, "session_id": sid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if structured(t, res)["stdout"] == "0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the cancelled call survive: %v", structured(t, res))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// The per-project session cap (3): two more fill it.
 	for range 2 {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}}); err != nil {
@@ -187,13 +252,14 @@ func TestSandboxEndToEnd(t *testing.T) {
 		t.Fatalf("raw reuse: %s", out)
 	}
 
-	// Legacy SSE through the go-sdk client.
-	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
-	ls, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{}}, nil)
-	if err != nil {
-		t.Fatal(err)
+	// Legacy SSE through the go-sdk client: the cap, and a session's use.
+	_, err = ls.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "true"}})
+	if code := sdkCode(t, err); code != -32600 || !strings.Contains(err.Error(), "MCP_SERVER_SANDBOX_MAX_SESSIONS") {
+		t.Fatalf("legacy session cap: %v", err)
 	}
-	defer ls.Close()
+	if code := legacyRaw(99, "execute_command", map[string]any{"command": "true"}); code != -32600 {
+		t.Fatalf("raw legacy session cap: %d", code)
+	}
 	if _, err := ls.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "1", "session_id": "sb-nope"}}); sdkCode(t, err) != -32602 {
 		t.Fatalf("legacy unknown session: %v", err)
 	}
@@ -388,6 +454,37 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	}
 }
 
+// rawLegacy opens a legacy SSE session by hand and returns what calls a
+// tool through it and returns the JSON-RPC error code of the answer (0
+// for a result).
+func rawLegacy(t *testing.T, base string) func(id int, tool string, args any) int {
+	t.Helper()
+	next := openLegacySSE(t, base+"/sse")
+	ep := next("sessionId=")
+	post := func(body string) { postLegacy(t, base+ep[1], body) }
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	next(`"id":1`)
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return func(id int, tool string, args any) int {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+		post(string(body))
+		e := next(fmt.Sprintf(`"id":%d`, id))
+		var rep struct {
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(e[1]), &rep); err != nil {
+			t.Fatalf("legacy answer %s: %v", e[1], err)
+		}
+		if rep.Error == nil {
+			return 0
+		}
+		return rep.Error.Code
+	}
+}
+
 func sandboxtestImage(t *testing.T) string {
 	return sandboxtest.Image(t, enginetest.New(t))
 }
@@ -395,4 +492,132 @@ func sandboxtestImage(t *testing.T) string {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestSandboxHostVolumes: MCP_SERVER_SANDBOX_VOLUMES with a host
+// directory, as the issue writes it, through run() and the go-sdk client:
+// the host's file is read in the session, the session's file lands on the
+// host, and get_volume_path reports the host path and the workspace.
+func TestSandboxHostVolumes(t *testing.T) {
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o777); err != nil { // sessions run as uid 1000
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := sandboxGateway(t, t.TempDir(), map[string]string{"MCP_SERVER_SANDBOX_VOLUMES": `["` + host + `:/sandbox/data"]`})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := sdkConnect(t, g.url+"/mcp", nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat /sandbox/data/in.txt; echo out > /sandbox/data/out.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command: %v %v", err, res)
+	}
+	r := structured(t, res)
+	if r["stdout"] != "host\n" || r["exit_code"] != float64(0) {
+		t.Fatalf("reading the host directory: %v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "out\n" {
+		t.Fatalf("the session's file on the host: %q %v", b, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_volume_path", Arguments: map[string]any{"session_id": r["session_id"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, _ := structured(t, res)["volumes"].([]any)
+	want := []map[string]any{
+		{"source": r["workspace_id"], "type": "volume", "container_path": "/workspace", "kind": "workspace"},
+		{"source": host, "type": "bind", "container_path": "/sandbox/data", "kind": "configured"},
+	}
+	if len(vols) != len(want) {
+		t.Fatalf("get_volume_path: %v", vols)
+	}
+	for i, w := range want {
+		v := vols[i].(map[string]any)
+		for k, x := range w {
+			if k == "source" && i == 0 {
+				if s, _ := v[k].(string); !strings.HasSuffix(s, x.(string)) {
+					t.Errorf("workspace volume %q does not name workspace %v", s, x)
+				}
+				continue
+			}
+			if v[k] != x {
+				t.Errorf("volume %d: %s = %v, want %v", i, k, v[k], x)
+			}
+		}
+	}
+}
+
+// Hostile MCP_SERVER_SANDBOX_VOLUMES stop run() before it listens, with
+// an error naming the variable.
+func TestSandboxHostileVolumesRefused(t *testing.T) {
+	for name, v := range map[string]string{
+		"relative":      `["data/x:/sandbox/data"]`,
+		"dot dot":       `["/srv/../etc:/sandbox/etc"]`,
+		"root":          `["/:/host"]`,
+		"docker socket": `["/var/run/docker.sock:/var/run/docker.sock"]`,
+		"run socket":    `["/run/docker.sock:/sandbox/sock"]`,
+		"workspace":     `["/srv/data:/workspace"]`,
+		"target":        `["/srv/data:sandbox/data"]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": t.TempDir(), "MCP_SERVER_SANDBOX_VOLUMES": v}
+			// Accepted by mistake, run would serve until the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_SANDBOX_VOLUMES:") {
+				t.Fatalf("run: %v, want a configuration error naming MCP_SERVER_SANDBOX_VOLUMES", err)
+			}
+		})
+	}
+}
+
+// TestSandboxNoEngine: with no Docker engine at DOCKER_HOST, a sandbox
+// call is -32603 naming DOCKER_HOST, through the go-sdk client and raw
+// HTTP, on streamable HTTP and legacy SSE; the status says why.
+func TestSandboxNoEngine(t *testing.T) {
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_SANDBOX": "true", "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := map[string]any{"code": "print(1)"}
+	cs := sdkConnect(t, g.url+"/mcp", nil)
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args})
+	if code := sdkCode(t, err); code != -32603 || !strings.Contains(err.Error(), "DOCKER_HOST") || strings.Contains(err.Error(), "/nonexistent") {
+		t.Errorf("streamable, go-sdk: %d %v", code, err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	ls, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	_, err = ls.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args})
+	if code := sdkCode(t, err); code != -32603 || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("legacy, go-sdk: %d %v", code, err)
+	}
+	raw := newRaw(t, g.url+"/mcp")
+	raw.initialize()
+	if rep := raw.call("tools/call", map[string]any{"name": "execute_code", "arguments": args}); rep.code() != -32603 || !strings.Contains(string(rep.Body), "DOCKER_HOST") {
+		t.Errorf("streamable, raw: %s", rep.Body)
+	}
+	if code := rawLegacy(t, g.url)(7, "execute_code", args); code != -32603 {
+		t.Errorf("legacy, raw: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, g.url+"/", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Sandbox struct {
+			Engine string `json:"engine"`
+		} `json:"sandbox"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || !strings.Contains(st.Sandbox.Engine, "DOCKER_HOST") {
+		t.Errorf("status: %+v %v", st, err)
+	}
 }

@@ -18,9 +18,10 @@ type Sandbox interface {
 	// (held by another agent session, named), ErrInvalid, ErrConfig.
 	Workspace(ctx context.Context, op, project, id, agent string) (any, error)
 	// SandboxEnabled and SetSandboxEnabled read and switch whether
-	// project's endpoint serves the sandbox tools.
+	// project's endpoint serves the sandbox tools; the switch is stored.
+	// Errors: the store's.
 	SandboxEnabled(project string) bool
-	SetSandboxEnabled(project string, on bool)
+	SetSandboxEnabled(ctx context.Context, project string, on bool) error
 }
 
 var workspaceID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
@@ -71,7 +72,9 @@ func (a *API) putSandbox(w http.ResponseWriter, r *http.Request) error {
 	if in.Enabled == nil {
 		return switchboard.Errorf(switchboard.ErrInvalid, `"enabled" (true or false) is required`)
 	}
-	a.opts.Sandbox.SetSandboxEnabled(p, *in.Enabled)
+	if err := a.opts.Sandbox.SetSandboxEnabled(r.Context(), p, *in.Enabled); err != nil {
+		return err
+	}
 	a.log.Info("sandbox tools switched", "project", p, "enabled", *in.Enabled)
 	writeJSON(w, http.StatusOK, map[string]any{"enabled": *in.Enabled})
 	return nil

@@ -10,11 +10,11 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
-const projectCols = "id, description, created_at, updated_at"
+const projectCols = "id, description, sandbox_enabled, created_at, updated_at"
 
 func scanProject(row pgx.Row) (switchboard.Project, error) {
 	var p switchboard.Project
-	err := row.Scan(&p.ID, &p.Description, &p.CreatedAt, &p.UpdatedAt)
+	err := row.Scan(&p.ID, &p.Description, &p.Sandbox, &p.CreatedAt, &p.UpdatedAt)
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return p, err
 }
@@ -30,8 +30,8 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 	// the creation, in the same statement: a failed create purges nothing.
 	out, err := scanProject(s.pool.QueryRow(ctx,
 		"WITH purge AS (DELETE FROM kb.agent_run_tool_calls WHERE project_id = $1) "+
-			"INSERT INTO kb.projects ("+projectCols+") VALUES ($1, $2, $3, $3) RETURNING "+projectCols,
-		p.ID, p.Description, t))
+			"INSERT INTO kb.projects ("+projectCols+") VALUES ($1, $2, $3, $4, $4) RETURNING "+projectCols,
+		p.ID, p.Description, p.Sandbox, t))
 	if isCode(err, uniqueViolation) {
 		return switchboard.Project{}, schema.ProjectExists(p.ID)
 	}
@@ -79,6 +79,20 @@ func (s *Store) UpdateProject(ctx context.Context, p switchboard.Project) (switc
 	}
 	if err != nil {
 		return switchboard.Project{}, fail("update project", err)
+	}
+	return out, nil
+}
+
+// SetProjectSandbox implements switchboard.ProjectStore.
+func (s *Store) SetProjectSandbox(ctx context.Context, id string, on *bool) (switchboard.Project, error) {
+	out, err := scanProject(s.pool.QueryRow(ctx,
+		"UPDATE kb.projects SET sandbox_enabled = $2, updated_at = $3 WHERE id = $1 RETURNING "+projectCols,
+		id, on, schema.Now()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return switchboard.Project{}, schema.ProjectNotFound(id)
+	}
+	if err != nil {
+		return switchboard.Project{}, fail("set project sandbox", err)
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/internal/schema"
 )
 
-const projectCols = "id, description, created_at, updated_at"
+const projectCols = "id, description, sandbox_enabled, created_at, updated_at"
 
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface{ Scan(dest ...any) error }
@@ -17,8 +17,12 @@ type scanner interface{ Scan(dest ...any) error }
 func scanProject(row scanner) (switchboard.Project, error) {
 	var p switchboard.Project
 	var created, updated int64
-	err := row.Scan(&p.ID, &p.Description, &created, &updated)
+	var sandbox sql.NullBool
+	err := row.Scan(&p.ID, &p.Description, &sandbox, &created, &updated)
 	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
+	if sandbox.Valid {
+		p.Sandbox = &sandbox.Bool
+	}
 	return p, err
 }
 
@@ -55,8 +59,8 @@ func (s *Store) CreateProject(ctx context.Context, p switchboard.Project) (switc
 		}
 		var err error
 		out, err = scanProject(tx.QueryRowContext(ctx,
-			"INSERT INTO kb_projects ("+projectCols+") VALUES (?, ?, ?, ?) RETURNING "+projectCols,
-			p.ID, p.Description, t, t))
+			"INSERT INTO kb_projects ("+projectCols+") VALUES (?, ?, ?, ?, ?) RETURNING "+projectCols,
+			p.ID, p.Description, nullBool(p.Sandbox), t, t))
 		return err
 	})
 	if isCode(err, sqliteUnique) || isCode(err, sqlitePrimaryKey) {
@@ -105,6 +109,27 @@ func (s *Store) UpdateProject(ctx context.Context, p switchboard.Project) (switc
 		return switchboard.Project{}, fail("update project", err)
 	}
 	return out, nil
+}
+
+// SetProjectSandbox implements switchboard.ProjectStore.
+func (s *Store) SetProjectSandbox(ctx context.Context, id string, on *bool) (switchboard.Project, error) {
+	out, err := scanProject(s.w.QueryRowContext(ctx,
+		"UPDATE kb_projects SET sandbox_enabled = ?, updated_at = ? WHERE id = ? RETURNING "+projectCols,
+		nullBool(on), us(schema.Now()), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return switchboard.Project{}, schema.ProjectNotFound(id)
+	}
+	if err != nil {
+		return switchboard.Project{}, fail("set project sandbox", err)
+	}
+	return out, nil
+}
+
+func nullBool(b *bool) sql.NullBool {
+	if b == nil {
+		return sql.NullBool{}
+	}
+	return sql.NullBool{Bool: *b, Valid: true}
 }
 
 // DeleteProject implements switchboard.ProjectStore. Foreign keys cascade

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) switchboard.Store) {
 	}{
 		{"Projects", testProjects},
 		{"DeleteProjectCascades", testDeleteProjectCascades},
+		{"ProjectSandbox", testProjectSandbox},
 		{"Servers", testServers},
 		{"ServerErrors", testServerErrors},
 		{"ImportManifest", testImportManifest},
@@ -173,6 +174,48 @@ func testProjects(t *testing.T, s switchboard.Store) {
 	if got := must(s.ListServers(ctx(t), "alpha"))(t); len(got) != 0 {
 		t.Errorf("recreated project has servers %v", got)
 	}
+}
+
+// testProjectSandbox: the sandbox switch starts as given (nil: follow
+// the gateway's default), SetProjectSandbox sets and clears it,
+// UpdateProject keeps it, and every read returns it.
+func testProjectSandbox(t *testing.T, s switchboard.Store) {
+	on, off := true, false
+	a := createProject(t, s, "a")
+	if a.Sandbox != nil {
+		t.Fatalf("new project's switch = %v, want nil", *a.Sandbox)
+	}
+	b := must(s.CreateProject(ctx(t), switchboard.Project{ID: "b", Sandbox: &off}))(t)
+	if b.Sandbox == nil || *b.Sandbox {
+		t.Fatalf("CreateProject with the switch off = %+v", b)
+	}
+	got := must(s.SetProjectSandbox(ctx(t), "a", &off))(t)
+	if got.Sandbox == nil || *got.Sandbox || got.Description != a.Description || !got.CreatedAt.Equal(a.CreatedAt) {
+		t.Fatalf("SetProjectSandbox off = %+v", got)
+	}
+	checkTime(t, "UpdatedAt after SetProjectSandbox", got.UpdatedAt, a.UpdatedAt)
+	if diff := cmp.Diff(got, must(s.GetProject(ctx(t), "a"))(t)); diff != "" {
+		t.Errorf("GetProject after SetProjectSandbox (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]switchboard.Project{got, b}, must(s.ListProjects(ctx(t)))(t)); diff != "" {
+		t.Errorf("ListProjects (-want +got):\n%s", diff)
+	}
+	// Changing the description keeps the switch.
+	u := must(s.UpdateProject(ctx(t), switchboard.Project{ID: "a", Description: "new", Sandbox: &on}))(t)
+	if u.Sandbox == nil || *u.Sandbox {
+		t.Fatalf("UpdateProject changed the switch: %+v", u)
+	}
+	if p := must(s.SetProjectSandbox(ctx(t), "a", &on))(t); p.Sandbox == nil || !*p.Sandbox || p.Description != "new" {
+		t.Fatalf("SetProjectSandbox on = %+v", p)
+	}
+	if p := must(s.SetProjectSandbox(ctx(t), "a", nil))(t); p.Sandbox != nil {
+		t.Fatalf("SetProjectSandbox nil = %v", *p.Sandbox)
+	}
+	if p := must(s.GetProject(ctx(t), "a"))(t); p.Sandbox != nil {
+		t.Fatalf("GetProject after clearing = %v", *p.Sandbox)
+	}
+	_, err := s.SetProjectSandbox(ctx(t), "nope", &on)
+	wantErr(t, err, switchboard.ErrNotFound, "SetProjectSandbox unknown")
 }
 
 func testDeleteProjectCascades(t *testing.T, s switchboard.Store) {
