@@ -163,3 +163,18 @@ func (c *Catalog) Lookup(name string) (Tool, bool) {
 	}
 	return c.Tools[i], true
 }
+
+// StructuredResult renders v as the tools/call result of a tool the
+// gateway serves itself: v's JSON as text content (for clients that read
+// only content) and the same value as structuredContent, isError false.
+func StructuredResult(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{
+		"content":           []map[string]any{{"type": "text", "text": string(b)}},
+		"structuredContent": json.RawMessage(b),
+		"isError":           false,
+	})
+}

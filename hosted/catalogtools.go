@@ -77,7 +77,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 				found = append(found, FoundServer{Name: e.Name, Title: e.Title, Description: e.Description, Image: e.Image, LongLived: e.LongLived, Added: added[e.Name]})
 			}
 		}
-		return structured(map[string]any{"servers": found, "total": total})
+		return switchboard.StructuredResult(map[string]any{"servers": found, "total": total})
 	case ToolAdd:
 		name, err := nameArg(req)
 		if err != nil {
@@ -87,7 +87,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 		if err != nil {
 			return nil, err
 		}
-		return structured(res)
+		return switchboard.StructuredResult(res)
 	case ToolRemove:
 		name, err := nameArg(req)
 		if err != nil {
@@ -96,7 +96,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 		if err := t.o.Remove(t.project, req.Session, name); err != nil {
 			return nil, err
 		}
-		return structured(map[string]any{"server": name, "removed": true, "message": "removed " + name + " from this session; its container is being removed"})
+		return switchboard.StructuredResult(map[string]any{"server": name, "removed": true, "message": "removed " + name + " from this session; its container is being removed"})
 	}
 	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", switchboard.Clip(req.Tool))
 }
@@ -139,18 +139,4 @@ func nameArg(req switchboard.CallRequest) (string, error) {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, `%s: "name" (string) is required, such as {"name": "fetch"}; %s lists the servers`, req.Tool, ToolFind)
 	}
 	return *a.Name, nil
-}
-
-// structured renders v as a tool result: JSON text content and the same
-// value as structuredContent.
-func structured(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(map[string]any{
-		"content":           []map[string]any{{"type": "text", "text": string(b)}},
-		"structuredContent": json.RawMessage(b),
-		"isError":           false,
-	})
 }

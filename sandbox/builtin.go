@@ -52,7 +52,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(res)
+		return switchboard.StructuredResult(res)
 	case ToolGetSessions:
 		id, err := parseSession(req.Tool, req.Arguments, false)
 		if err != nil {
@@ -69,7 +69,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if list == nil {
 			list = []SessionInfo{}
 		}
-		return jsonResult(map[string]any{"sessions": list})
+		return switchboard.StructuredResult(map[string]any{"sessions": list})
 	case ToolStopSession:
 		id, err := parseSession(req.Tool, req.Arguments, true)
 		if err != nil {
@@ -79,7 +79,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(map[string]any{"session_id": info.SessionID, "stopped": true, "workspace_id": info.WorkspaceID, "workspace_retained": true})
+		return switchboard.StructuredResult(map[string]any{"session_id": info.SessionID, "stopped": true, "workspace_id": info.WorkspaceID, "workspace_retained": true})
 	case ToolGetVolumePath:
 		id, err := parseSession(req.Tool, req.Arguments, false)
 		if err != nil {
@@ -111,7 +111,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			vols = append(vols, vol{Source: v.Source, Type: typ, ContainerPath: v.Target, ReadOnly: v.ReadOnly, Kind: "configured"})
 		}
 		out["volumes"] = vols
-		return jsonResult(out)
+		return switchboard.StructuredResult(out)
 	}
 	if s.opts.Store != nil {
 		switch req.Tool {
@@ -140,7 +140,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			if err != nil {
 				return nil, err
 			}
-			return jsonResult(v)
+			return switchboard.StructuredResult(v)
 		}
 	}
 	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", req.Tool)

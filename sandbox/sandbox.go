@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -751,20 +750,6 @@ func (s *Service) StopSession(ctx context.Context, project, id string) (SessionI
 	// Running executions are killed with the container; waiting for
 	// them would let a runaway call hold the stop.
 	return info, s.stop(ctx, x, "stop_session")
-}
-
-// jsonResult renders v as a tool result: the same JSON as text content
-// and as structuredContent.
-func jsonResult(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(map[string]any{
-		"content":           []map[string]any{{"type": "text", "text": string(b)}},
-		"structuredContent": json.RawMessage(b),
-		"isError":           false,
-	})
 }
 
 // superviseExec runs r through x's supervisor.
