@@ -184,6 +184,7 @@ func (o *OnDemand) Close(ctx context.Context) error {
 		delete(o.pools, k)
 	}
 	o.mu.Unlock()
+	o.cancel() // refills still initializing give up (their containers are removed)
 	for _, in := range insts {
 		o.retire(in)
 	}
@@ -193,8 +194,6 @@ func (o *OnDemand) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 	}
-	o.cancel() // refills still starting give up
-	<-done
 	if o.eng == nil {
 		return nil
 	}
