@@ -335,3 +335,53 @@ func TestOnDemandContainerCap(t *testing.T) {
 		t.Fatalf("after s1 ended the slot is free again: %v", err)
 	}
 }
+
+func TestCatalogToolsArguments(t *testing.T) {
+	cat, err := hosted.ParseCatalog(strings.NewReader("registry:\n  fetch: {image: \"mcp/fetch:1\", title: Fetch, description: Fetches web pages}\n  memory: {image: \"mcp/memory:1\", longLived: true, description: A knowledge graph}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{Catalog: cat})
+	defer o.Close(context.Background())
+	tools := o.ProjectTools("p")
+	call := func(tool, args string) (json.RawMessage, error) {
+		return tools.CallTool(context.Background(), switchboard.CallRequest{Project: "p", Session: "s", Tool: tool, Arguments: json.RawMessage(args)})
+	}
+	for name, tc := range map[string]struct{ tool, args string }{
+		"add without name":  {"mcp-add", `{}`},
+		"add empty name":    {"mcp-add", `{"name":""}`},
+		"add number name":   {"mcp-add", `{"name":7}`},
+		"add unknown field": {"mcp-add", `{"name":"fetch","nmae":"x"}`},
+		"add unknown":       {"mcp-add", `{"name":"` + strings.Repeat("x", 5000) + `"}`},
+		"find bad limit":    {"mcp-find", `{"limit":0}`},
+		"find bad query":    {"mcp-find", `{"query":3}`},
+		"remove not added":  {"mcp-remove", `{"name":"fetch"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := call(tc.tool, tc.args)
+			if !errors.Is(err, switchboard.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid (-32602)", err)
+			}
+			if len(err.Error()) > 600 {
+				t.Fatalf("error message of %d bytes echoes the input", len(err.Error()))
+			}
+		})
+	}
+	res, err := call("mcp-find", `{"query":"WEB pages"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found struct {
+		StructuredContent struct {
+			Servers []hosted.FoundServer `json:"servers"`
+			Total   int                  `json:"total"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(res, &found); err != nil || found.StructuredContent.Total != 1 || found.StructuredContent.Servers[0].Name != "fetch" {
+		t.Fatalf("mcp-find web pages = %s (%v)", res, err)
+	}
+	res, err = call("mcp-find", `{"limit":1}`)
+	if err != nil || json.Unmarshal(res, &found) != nil || found.StructuredContent.Total != 2 || len(found.StructuredContent.Servers) != 1 {
+		t.Fatalf("mcp-find limit 1 = %s (%v), want 1 of 2", res, err)
+	}
+}
