@@ -878,9 +878,12 @@ func (a *API) notReserved(project, name string) error {
 	return nil
 }
 
-// secretOfCommand: a secret that a stdio server of the project references
-// is part of the command the gateway runs (`${ROOT}` in its args, say), so
-// setting or deleting it is an admin action like editing that server.
+// secretOfCommand: a secret that a stdio server or a hosted server of the
+// project references is part of what the gateway runs on its host
+// (`${ROOT}` in a command's args, `${TOKEN}` in a container's
+// environment), so setting or deleting it is an admin action like editing
+// that server: otherwise a project token could free it and set its own
+// value for the next child or container.
 func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 	recs, err := a.st.ListServers(r.Context(), project)
 	if err != nil {
@@ -891,6 +894,21 @@ func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 		if rec.Transport == switchboard.TransportStdio && ref.Match(rec.Config) {
 			if err := a.opts.Access.AllowCommands(r); err != nil {
 				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by stdio server %q, which runs a command on the gateway host; changing it needs the admin token", name, rec.Name)
+			}
+		}
+	}
+	hosted, err := a.st.ListWorkspaces(r.Context(), switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerMCPServer})
+	if err != nil {
+		return err
+	}
+	for _, w := range hosted {
+		if ref.Match(w.Config) {
+			if err := a.hostAllowed(r); err != nil {
+				var reg struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(w.Config, &reg)
+				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by hosted server %q, which runs a container on the gateway host; changing it needs the admin token", name, reg.Name)
 			}
 		}
 	}

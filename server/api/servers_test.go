@@ -12,6 +12,12 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
+// plainSealer "seals" a secret as itself: these tests look at who may
+// set a secret, not at encryption.
+type plainSealer struct{}
+
+func (plainSealer) Seal(_, _ string, b []byte) ([]byte, error) { return b, nil }
+
 // adminAndTenant serves the API twice over one real SQLite store with the
 // project "default": as the admin and as a project token.
 func adminAndTenant(t *testing.T) (st *sqlite.Store, admin, tenant *API) {
@@ -26,7 +32,7 @@ func adminAndTenant(t *testing.T) (st *sqlite.Store, admin, tenant *API) {
 		t.Fatal(err)
 	}
 	mk := func(isAdmin bool) *API {
-		return New(Options{Store: st, Projects: noProjects{}, Access: access{admin: isAdmin}, MaxBodyBytes: 1 << 20})
+		return New(Options{Store: st, Projects: noProjects{}, Access: access{admin: isAdmin}, Secrets: plainSealer{}, MaxBodyBytes: 1 << 20})
 	}
 	return st, mk(true), mk(false)
 }
@@ -120,4 +126,31 @@ func TestMaskUnlessOnlyReferences(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("headers a project token reads (-want +got):\n%s", diff)
 	}
+}
+
+// TestSecretOfHostedServerAdminOnly: a secret that an admin-registered
+// hosted server's environment references is the admin's to set or delete;
+// other secrets stay the project token's.
+func TestSecretOfHostedServerAdminOnly(t *testing.T) {
+	st, admin, tenant := adminAndTenant(t)
+	cfg, _ := json.Marshal(switchboard.HostedRegistration{Name: "gh", Image: "example/gh:1", Environment: map[string]string{"GITHUB_TOKEN": "${GH_TOKEN}"}})
+	if _, err := st.CreateWorkspace(context.Background(), switchboard.Workspace{ProjectID: "default", ContainerType: switchboard.ContainerMCPServer,
+		Image: "example/gh:1", Config: cfg, Status: switchboard.HostedStarting, Provider: "docker"}); err != nil {
+		t.Fatal(err)
+	}
+	const path = "/api/v1/projects/default/secrets/"
+	mustStatus(t, admin, "PUT", path+"GH_TOKEN", `{"value":"admin-value"}`, http.StatusOK)
+	for _, c := range []struct{ method, body string }{{"PUT", `{"value":"tenant-value"}`}, {"DELETE", ""}} {
+		w := send(tenant, c.method, path+"GH_TOKEN", c.body)
+		if w.Code != http.StatusForbidden || errorCode(t, w) != "forbidden" {
+			t.Errorf("project token %s of a hosted server's secret: HTTP %d %s, want 403 forbidden", c.method, w.Code, w.Body)
+		}
+	}
+	sec, err := st.GetSecret(context.Background(), "default", "GH_TOKEN")
+	if err != nil || string(sec.Ciphertext) != "admin-value" {
+		t.Errorf("stored secret = %q, %v; want the admin's value", sec.Ciphertext, err)
+	}
+	mustStatus(t, tenant, "PUT", path+"OTHER", `{"value":"tenant-value"}`, http.StatusOK)
+	mustStatus(t, tenant, "DELETE", path+"OTHER", "", http.StatusNoContent)
+	mustStatus(t, admin, "DELETE", path+"GH_TOKEN", "", http.StatusNoContent)
 }
