@@ -66,7 +66,7 @@ type HostedStatus struct {
 	Warning       string                `json:"warning,omitempty"`
 	LastError     string                `json:"last_error,omitempty"`
 	Provider      string                `json:"provider"`
-	Runtime       string                `json:"runtime"`
+	Runtime       string                `json:"runtime"` // "" until a container ran
 	ContainerID   string                `json:"container_id,omitempty"`
 	StartedAt     *time.Time            `json:"started_at,omitempty"`
 	UptimeSeconds float64               `json:"uptime_seconds"`

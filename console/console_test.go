@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -476,5 +477,66 @@ func BenchmarkMCPRoute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+var (
+	editConfig    = regexp.MustCompile(`(?s)name="config" rows="5" spellcheck="false">(.*?)</textarea>`)
+	editConfigWas = regexp.MustCompile(`name="config_was" value="([^"]*)"`)
+)
+
+// TestEditKeepsWhatTheFormMasked: a project token edits the description of
+// servers an admin configured, through the Edit form as a browser submits
+// it (the entry as shown, line breaks as CRLF). The admin's literal
+// credential, which the form showed masked, stays stored, and the stdio
+// server, whose entry is the admin's, takes the edit as well.
+func TestEditKeepsWhatTheFormMasked(t *testing.T) {
+	g := newGateway(t, adminToken)
+	ctx := context.Background()
+	remote := json.RawMessage(`{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer admin-literal-3","X-Trace":"on"}}`)
+	for _, rec := range []switchboard.ServerRecord{
+		{ProjectID: "a", Name: "remote", Transport: switchboard.TransportStreamableHTTP, Config: remote},
+		{ProjectID: "a", Name: "local", Transport: switchboard.TransportStdio, Config: json.RawMessage(`{"command":"true"}`)},
+	} {
+		if _, err := g.st.CreateServer(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := g.browser(t)
+	if p := b.login(g.projectToken(t, "a"), "a"); p.status != http.StatusSeeOther {
+		t.Fatalf("login: %d", p.status)
+	}
+	for _, name := range []string{"remote", "local"} {
+		body := b.get("/ui/p/a/manage").body
+		i := strings.Index(body, `<textarea id="ec-`+name+`"`)
+		if i < 0 {
+			t.Fatalf("no Edit form for %s", name)
+		}
+		cfg, was := editConfig.FindStringSubmatch(body[i:]), editConfigWas.FindStringSubmatch(body[i:])
+		if cfg == nil {
+			t.Fatalf("Edit form for %s lacks the entry", name)
+		}
+		if was == nil {
+			was = []string{"", ""} // a form without it sends nothing
+		}
+		if name == "remote" && (strings.Contains(cfg[1], "admin-literal-3") || strings.Contains(was[1], "admin-literal-3")) {
+			t.Fatalf("Edit form shows a project token the admin's credential")
+		}
+		shown := strings.ReplaceAll(html.UnescapeString(cfg[1]), "\n", "\r\n")
+		p := b.post("/ui/p/a/manage/server-update", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {name}, "new_name": {name},
+			"description": {"edited"}, "config": {shown}, "config_was": {html.UnescapeString(was[1])}})
+		if p.status != http.StatusSeeOther {
+			t.Errorf("editing %s's description: HTTP %d", name, p.status)
+		}
+		rec, err := g.st.GetServer(ctx, "a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Description != "edited" {
+			t.Errorf("%s: description %q, want edited", name, rec.Description)
+		}
+		if name == "remote" && !strings.Contains(string(rec.Config), "Bearer admin-literal-3") {
+			t.Errorf("remote: stored entry lost the admin's credential: %s", rec.Config)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -124,7 +125,12 @@ func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action str
 				c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The entry is not valid JSON.")
 				return reply{}, true
 			}
-			in["config"] = json.RawMessage(cfg)
+			// Only an entry the user changed is sent: the form shows a
+			// project token credentials masked, and an unchanged entry
+			// also touches a stdio server's command (admin-only).
+			if !sameJSON(cfg, f("config_was")) {
+				in["config"] = json.RawMessage(cfg)
+			}
 		}
 		rp = c.call(r, http.MethodPatch, base+"/servers/"+url.PathEscape(f("name")), in, nil)
 	case "server-enable", "server-disable":
@@ -213,4 +219,11 @@ func (c *Console) formAction(page string, do func(w http.ResponseWriter, r *http
 		}
 		http.Redirect(w, r, "/ui/p/"+p+"/"+page+"?done="+action, http.StatusSeeOther)
 	}
+}
+
+// sameJSON reports whether a and b are the same JSON text but for
+// whitespace (a browser sends a textarea's line breaks as CRLF).
+func sameJSON(a, b string) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, []byte(a)) == nil && json.Compact(&cb, []byte(b)) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

@@ -402,6 +402,9 @@ func TestEngineUnreachable(t *testing.T) {
 	if !strings.Contains(st.LastError, "not reachable") {
 		t.Errorf("status without an engine = %+v, want it to say the engine is not reachable", st)
 	}
+	if st.Runtime != "" {
+		t.Errorf("runtime %q before any container ran, want \"\" (unknown)", st.Runtime)
+	}
 	if rows, _ := e.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{}); len(rows) != 1 {
 		t.Errorf("rows = %d, want 1 (the failed registration left none)", len(rows))
 	}

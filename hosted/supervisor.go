@@ -709,9 +709,6 @@ func (s *supervisor) status() switchboard.HostedStatus {
 		ContainerID: s.containerID, RestartCount: s.restarts, CrashCount: s.crashTotal,
 		Limits: s.svc.limits(s.plan), Config: s.plan.summary(),
 	}
-	if st.Runtime == "" {
-		st.Runtime = "runc"
-	}
 	if !s.startedAt.IsZero() {
 		t := s.startedAt.UTC()
 		st.StartedAt = &t

@@ -145,3 +145,44 @@ exec "$BIN"
 		t.Errorf("pid after restart = %d, same as the crashed child", np)
 	}
 }
+
+// TestStdioEndlessLineBreaksStream: a child that starts a reply and then
+// writes on without a newline (here 2 MiB, then nothing) does not stay
+// ready until the message limit: the call still ends at its own deadline,
+// and once the line has passed 1 MiB unfinished for StallTimeout, status
+// says the stream is broken, the child is reset and the next use starts
+// a fresh one.
+func TestStdioEndlessLineBreaksStream(t *testing.T) {
+	spec := shellScript(t, "endless", `read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"endless","version":"1"}}}'
+read -r l
+read -r l
+printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"endless","inputSchema":{"type":"object"}}]}}'
+read -r l
+printf '%s' '{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"'
+head -c 2097152 /dev/zero | tr '\0' x
+exec sleep 300
+`, nil)
+	spec.CallTimeout = 200 * time.Millisecond
+	opts := testOptions()
+	opts.StallTimeout = time.Second
+	h := newHarness(t, opts)
+	h.apply(spec)
+	h.tools()
+	h.waitState("endless", switchboard.StateReady)
+
+	if _, err := h.call("endless", "{}"); !errors.Is(err, switchboard.ErrTimeout) {
+		t.Fatalf("call into an endless line: %v, want ErrTimeout at the call's own deadline", err)
+	}
+	st := h.waitState("endless", switchboard.StateFailed)
+	if !strings.Contains(st.LastError, "stream broken") || !strings.Contains(st.LastError, "without a newline") {
+		t.Errorf("lastError = %q, want it to say the stream is broken by a line without a newline", st.LastError)
+	}
+	mark := h.mark()
+	if _, err := h.call("endless", "{}"); !errors.Is(err, switchboard.ErrTimeout) {
+		t.Fatalf("call after the reset: %v, want ErrTimeout from a fresh child", err)
+	}
+	if !h.sawSince(mark, "endless", switchboard.StateReady) {
+		t.Errorf("the next use did not start a fresh child: states %v", h.statesOf("endless"))
+	}
+}

@@ -32,6 +32,27 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("it sent a message larger than the gateway's limit of %d bytes (MCP_SERVER_MAX_MESSAGE_BYTES)", e.limit)
 }
 
+// lineLimits bound the lines a framer reads: max bytes of one, and how
+// long one may stay unfinished once it passed stallBytes(max).
+type lineLimits struct {
+	max   int64
+	stall time.Duration
+}
+
+// lineLimits are the limits of every stdio and hosted connection.
+func (o *Options) lineLimits() lineLimits {
+	return lineLimits{max: o.MaxMessageBytes, stall: o.StallTimeout}
+}
+
+// stallBytes is how long a partial line may grow before it must finish
+// within the stall timeout: 1 MiB, or half the limit if that is smaller.
+// An honest server writes a big line at pipe speed, far inside the
+// timeout; one that writes without newlines, slowly or not at all any
+// more, is declared broken instead of holding its calls until the limit.
+func stallBytes(limit int64) int64 {
+	return min(1<<20, limit/2)
+}
+
 // framer speaks newline-delimited JSON-RPC over any reader/writer pair:
 // request ids, the table of calls waiting for their response, server
 // notifications, answers to the server's own requests, the 64 MiB line
@@ -59,6 +80,10 @@ type framer struct {
 	// stopped when a message broke it, for status and callers.
 	limit  int64
 	broken atomic.Pointer[string]
+	// stall is how long a line may stay unfinished after passing
+	// stallBytes; partial counts the bytes of the line being read.
+	stall   time.Duration
+	partial atomic.Int64
 
 	// serial is set when the owner writes one request at a time (a hosted
 	// server: see upstream.takeTurn). A call that gives up then queues its
@@ -67,12 +92,30 @@ type framer struct {
 	serial bool
 }
 
-func newFramer(w io.Writer, serial bool, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
-	if limit <= 0 {
-		limit = DefaultMaxMessageBytes
+func newFramer(w io.Writer, serial bool, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
+	if lim.max <= 0 {
+		lim.max = DefaultMaxMessageBytes
 	}
-	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64), limit: limit,
+	if lim.stall <= 0 {
+		lim.stall = 5 * time.Second
+	}
+	return &framer{w: w, log: log, onNote: onNote, writes: make(chan []byte, 64), limit: lim.max, stall: lim.stall,
 		pending: map[string]chan message{}, doneCh: make(chan struct{}), serial: serial}
+}
+
+// setBroken records why the server's output cannot be read any more; the
+// first reason wins.
+func (f *framer) setBroken(msg string) {
+	f.broken.CompareAndSwap(nil, &msg)
+}
+
+// stalled ends a connection whose current line passed stallBytes and did
+// not finish within the stall timeout: calls waiting on it fail at once,
+// and status says why (the owner resets the connection).
+func (f *framer) stalled() {
+	f.setBroken(fmt.Sprintf("stream broken: it sent %d bytes without a newline and did not finish the line within %s", f.partial.Load(), f.stall))
+	f.log.Warn("upstream output stalled mid-line; dropping connection", "bytes", f.partial.Load(), "after", f.stall)
+	f.markDone()
 }
 
 // brokenReason says why the server's output could not be read any more
@@ -105,15 +148,24 @@ func (f *framer) done() <-chan struct{} { return f.doneCh }
 // decides when the transport is gone.
 func (f *framer) readLoop(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	long := stallBytes(f.limit)
 	for {
-		line, err := readLine(br, f.limit)
+		var timer *time.Timer
+		line, err := readLine(br, f.limit, func(n int64) {
+			f.partial.Store(n)
+			if n > long && timer == nil {
+				timer = time.AfterFunc(f.stall, f.stalled)
+			}
+		})
+		if timer != nil {
+			timer.Stop()
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			f.dispatch(line)
 		}
 		var tl *tooLargeError
 		if errors.As(err, &tl) {
-			msg := tl.Error()
-			f.broken.Store(&msg)
+			f.setBroken(tl.Error())
 		}
 		if err != nil {
 			select {
@@ -130,8 +182,9 @@ func (f *framer) readLoop(r io.Reader) {
 
 // readLine reads one newline-terminated line of at most limit bytes; a
 // longer one is a *tooLargeError as soon as it passes the limit, without
-// waiting for its end.
-func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
+// waiting for its end. partial, when set, is told the size of the line
+// so far each time it grows without ending.
+func readLine(r *bufio.Reader, limit int64, partial func(n int64)) ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
@@ -140,6 +193,9 @@ func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
 			return nil, &tooLargeError{limit}
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
+			if partial != nil {
+				partial(int64(len(buf)))
+			}
 			continue
 		}
 		return buf, err

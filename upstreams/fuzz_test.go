@@ -147,7 +147,7 @@ func FuzzStreamFraming(f *testing.F) {
 	f.Fuzz(func(t *testing.T, out []byte, chunk uint8) {
 		st := &scriptStream{out: out, chunk: int(chunk) + 1}
 		var notes atomic.Int64
-		c := newStreamConn(st, 5*time.Second, 0, func(string, json.RawMessage) { notes.Add(1) }, slog.New(slog.DiscardHandler))
+		c := newStreamConn(st, 5*time.Second, lineLimits{}, func(string, json.RawMessage) { notes.Add(1) }, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		res, err := c.call(ctx, "tools/call", json.RawMessage(`{"name":"x"}`))

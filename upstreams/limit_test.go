@@ -1,22 +1,29 @@
 package upstreams
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 )
 
-// TestMessageLimitEveryTransport: a reply larger than MaxMessageBytes is
-// cut off as soon as it passes the limit on stdio, hosted streams, SSE and
-// streamable HTTP alike; the caller is told which limit was hit (not just
-// "connection lost"), status says it too, and the server is usable again
-// for replies that fit.
+// TestMessageLimitEveryTransport: a reply much larger than MaxMessageBytes
+// is cut off as soon as it passes the limit on stdio, hosted streams, SSE
+// and streamable HTTP alike, including an application/json reply padded
+// with blank lines (only an event stream's blank line ends a message); the
+// caller is told which limit was hit (not just "connection lost"), status
+// says it too, and the server is usable again for replies that fit.
 func TestMessageLimitEveryTransport(t *testing.T) {
 	const limit = 4 << 10
-	big := `{"text":"` + strings.Repeat("x", 2*limit) + `"}`
+	big := `{"text":"` + strings.Repeat("x", 64*limit) + `"}`
 	specs := map[string]func(t *testing.T) (switchboard.ServerSpec, Options){
 		"stdio": func(t *testing.T) (switchboard.ServerSpec, Options) {
 			return stdioSpec("s"), testOptions()
@@ -34,6 +41,11 @@ func TestMessageLimitEveryTransport(t *testing.T) {
 			return switchboard.ServerSpec{Name: "s", Transport: f.transport, URL: ts.URL}, testOptions()
 		}
 	}
+	specs["streamable-http-json-padded"] = func(t *testing.T) (switchboard.ServerSpec, Options) {
+		ts := httptest.NewServer(paddedJSON{next: mcptest.StreamableHandler(mcptest.Options{Name: "padded"}), size: 64 * limit})
+		t.Cleanup(ts.Close)
+		return switchboard.ServerSpec{Name: "s", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL}, testOptions()
+	}
 	for name, mk := range specs {
 		t.Run(name, func(t *testing.T) {
 			spec, opts := mk(t)
@@ -44,8 +56,9 @@ func TestMessageLimitEveryTransport(t *testing.T) {
 				t.Fatalf("small echo = %q", got)
 			}
 			_, err := h.call("echo", big)
-			if !errors.Is(err, switchboard.ErrUnavailable) || !strings.Contains(err.Error(), "MCP_SERVER_MAX_MESSAGE_BYTES") || !strings.Contains(err.Error(), `"s"`) {
-				t.Fatalf("oversized reply: %v; want ErrUnavailable naming the server and MCP_SERVER_MAX_MESSAGE_BYTES", err)
+			if !errors.Is(err, switchboard.ErrUnavailable) || !strings.Contains(err.Error(), "MCP_SERVER_MAX_MESSAGE_BYTES") ||
+				!strings.Contains(err.Error(), strconv.Itoa(limit)) || !strings.Contains(err.Error(), `"s"`) {
+				t.Fatalf("oversized reply: %v; want ErrUnavailable naming the server, the limit and MCP_SERVER_MAX_MESSAGE_BYTES", err)
 			}
 			h.waitFor("status naming the limit", func() bool {
 				return strings.Contains(h.status("s").LastError, "MCP_SERVER_MAX_MESSAGE_BYTES")
@@ -58,4 +71,43 @@ func TestMessageLimitEveryTransport(t *testing.T) {
 			}
 		})
 	}
+}
+
+// paddedJSON answers a tools/call whose text argument is longer than 1 KiB
+// with a single application/json response of about size bytes: many small
+// content items with a blank line between each, so no stretch between
+// blank lines comes near the limit. Everything else goes to next.
+type paddedJSON struct {
+	next http.Handler
+	size int
+}
+
+func (p paddedJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Arguments struct {
+				Text string `json:"text"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != "tools/call" || len(req.Params.Arguments.Text) <= 1<<10 {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[`)
+	item := `{"type":"text","text":"` + strings.Repeat("x", 64) + `"}`
+	for i := 0; b.Len() < p.size; i++ {
+		if i > 0 {
+			b.WriteString(",\n\n")
+		}
+		b.WriteString(item)
+	}
+	b.WriteString("]}}\n")
+	_, _ = w.Write(b.Bytes())
 }

@@ -28,6 +28,12 @@ type Options struct {
 	// DefaultMaxMessageBytes. A larger one resets that connection and the
 	// caller is told the limit.
 	MaxMessageBytes int64
+	// StallTimeout ends a stdio or hosted connection whose server has
+	// sent more than stallBytes of one line (1 MiB, or half of
+	// MaxMessageBytes if smaller) without finishing it within this time:
+	// status then says the stream is broken, long before a slow endless
+	// line reaches MaxMessageBytes; default 5s.
+	StallTimeout time.Duration
 	// HopID, when set, is sent in switchboard.HopHeader on every request
 	// to a remote server, so a gateway that is its own upstream notices.
 	HopID        string
@@ -52,6 +58,7 @@ func (o *Options) defaults() {
 	def(&o.CallTimeout, 30*time.Second)
 	def(&o.ConnectTimeout, 30*time.Second)
 	def(&o.StopTimeout, 5*time.Second)
+	def(&o.StallTimeout, 5*time.Second)
 	def(&o.BreakerCooldown, 60*time.Second)
 	def(&o.ReconnectMin, 250*time.Millisecond)
 	def(&o.ReconnectMax, 30*time.Second)

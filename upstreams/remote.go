@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -315,9 +316,11 @@ func (c *remoteConn) setProtocolVersion(v string) {
 	}
 }
 
-// limitTransport reads every response body through a per-message limit:
-// bytes since the last blank line (an SSE event boundary; a JSON body has
-// none, so it counts whole). Passing the limit fails the read with a
+// limitTransport reads every response body through a per-message limit.
+// A text/event-stream body is counted per event (bytes since the last
+// blank line); any other body (application/json, an error page) counts
+// whole, blank lines or not: a JSON reply padded with "\n\n" between its
+// elements is still one message. Passing the limit fails the read with a
 // *tooLargeError, reported once through onExceed.
 type limitTransport struct {
 	hop      string // our hop id, sent on every request when set
@@ -335,7 +338,8 @@ func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, onExceed: t.onExceed}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, onExceed: t.onExceed, events: mt == "text/event-stream"}
 	return resp, nil
 }
 
@@ -351,6 +355,7 @@ type limitedBody struct {
 	io.ReadCloser
 	limit    int64
 	onExceed func(error)
+	events   bool  // an event stream: a blank line ends a message
 	n        int64 // bytes of the current message
 	nl       bool  // the last byte that was not '\r' was '\n'
 	err      error
@@ -362,15 +367,14 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	for i, c := range p[:n] {
-		switch {
-		case c == '\n' && b.nl:
+		if c == '\n' && b.nl && b.events {
 			b.n = 0 // blank line: the event ended
-		case c == '\r':
-			continue
-		default:
-			b.n++
+		} else {
+			b.n++ // '\r' too: endless "\r" is no line end to a reader
 		}
-		b.nl = c == '\n'
+		if c != '\r' {
+			b.nl = c == '\n'
+		}
 		if b.n > b.limit {
 			b.err = &tooLargeError{b.limit}
 			if b.onExceed != nil {

@@ -60,7 +60,7 @@ func childEnv(spec map[string]string) []string {
 	return out
 }
 
-func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) (*stdioConn, error) {
+func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) (*stdioConn, error) {
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Env = childEnv(spec.Env)
 	cmd.Dir = spec.Dir
@@ -78,7 +78,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, limit in
 		return nil, err
 	}
 	cmd.Stdout = pw
-	c := &stdioConn{framer: newFramer(stdin, false, limit, onNote, log), cmd: cmd, stdin: stdin,
+	c := &stdioConn{framer: newFramer(stdin, false, lim, onNote, log), cmd: cmd, stdin: stdin,
 		stderr: tail.New(16 << 10), exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {

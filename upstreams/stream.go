@@ -51,8 +51,8 @@ type streamConn struct {
 	closeOnce sync.Once
 }
 
-func newStreamConn(st Stream, stopWait time.Duration, limit int64, onNote func(string, json.RawMessage), log *slog.Logger) *streamConn {
-	c := &streamConn{framer: newFramer(st, true, limit, onNote, log), st: st, stopWait: stopWait, log: log}
+func newStreamConn(st Stream, stopWait time.Duration, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) *streamConn {
+	c := &streamConn{framer: newFramer(st, true, lim, onNote, log), st: st, stopWait: stopWait, log: log}
 	c.wg.Go(func() {
 		c.readLoop(st)
 		c.markDone()

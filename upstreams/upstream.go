@@ -262,7 +262,7 @@ func (u *upstream) connect() (conn, error) {
 	var c conn
 	switch u.spec.Transport {
 	case switchboard.TransportStdio:
-		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.m.opts.MaxMessageBytes, u.onNote, u.log)
+		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.m.opts.lineLimits(), u.onNote, u.log)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +338,7 @@ func (u *upstream) openStream(ctx context.Context) (*streamConn, error) {
 	if st == nil {
 		return nil, switchboard.Errorf(switchboard.ErrInternal, "server %q: no stream was opened", u.spec.Name)
 	}
-	return newStreamConn(st, u.m.opts.StopTimeout, u.m.opts.MaxMessageBytes, u.onNote, u.log), nil
+	return newStreamConn(st, u.m.opts.StopTimeout, u.m.opts.lineLimits(), u.onNote, u.log), nil
 }
 
 // handshake settles the connection's revision (see revision.go: discover

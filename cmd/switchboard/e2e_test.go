@@ -24,6 +24,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.RunIfChild()
+	runHostileChild()
 	os.Exit(pgtest.Run(m))
 }
 

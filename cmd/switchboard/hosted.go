@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -26,11 +27,36 @@ type hostedRuntime struct {
 func (h *hostedRuntime) Close(ctx context.Context) error { return h.svc.Close(ctx) }
 
 // instanceName names this gateway on the Docker engine, for hosted servers
-// and the sandbox alike: MCP_SERVER_INSTANCE,
-// or a hash of the store it uses (the data dir's absolute path, or the
-// database's host and name), so a restart finds its own containers and
-// gateways with different stores never touch each other's.
-func instanceName(cfg config.Config) string {
+// and the sandbox alike: MCP_SERVER_INSTANCE, or "sb-" and the id its
+// store keeps. A new store makes a random id once, so a restart finds its
+// own containers, replicas sharing a database share them, and gateways
+// with different stores never touch each other's, even where the stores
+// look alike (two compose projects on postgres:5432/switchboard, two
+// images on /data). A store that served before the id existed keeps the
+// name derived from where it is (derivedInstanceName), so it still finds
+// the containers and workspaces it made under that name.
+func instanceName(ctx context.Context, cfg config.Config, st switchboard.Store) (string, error) {
+	if cfg.Hosted.Instance != "" {
+		return cfg.Hosted.Instance, nil
+	}
+	ids, ok := st.(interface {
+		InstanceID(ctx context.Context, fallback string) (string, error)
+	})
+	if !ok {
+		return derivedInstanceName(cfg), nil
+	}
+	id, err := ids.InstanceID(ctx, strings.TrimPrefix(derivedInstanceName(cfg), "sb-"))
+	if err != nil {
+		return "", fmt.Errorf("reading the gateway's instance id: %w", err)
+	}
+	return "sb-" + id, nil
+}
+
+// derivedInstanceName is MCP_SERVER_INSTANCE or a hash of where the store
+// is (the data dir's absolute path, or the database's host and name): the
+// instance name of gateways before their store kept one, and of commands
+// that open no store.
+func derivedInstanceName(cfg config.Config) string {
 	if cfg.Hosted.Instance != "" {
 		return cfg.Hosted.Instance
 	}

@@ -171,7 +171,8 @@ func TestHostedEngineDown(t *testing.T) {
 	eventually(t, opTimeout, func() (bool, string) {
 		var st switchboard.HostedStatus
 		admin.must(200, "GET", "/api/v1/mcp/servers/boxed", nil, &st)
-		return st.Status == switchboard.HostedFailed && strings.Contains(st.LastError, "not reachable"), st.Status + ": " + st.LastError
+		return st.Status == switchboard.HostedFailed && strings.Contains(st.LastError, "not reachable") && st.Runtime == "",
+			st.Status + ": " + st.LastError + "; runtime " + st.Runtime + " (want none before a container ran)"
 	})
 	admin.fails(503, "unavailable", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": "switchboard-test/any:1"})
 }

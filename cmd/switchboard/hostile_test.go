@@ -865,6 +865,7 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/app", `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"}}}}`, 200, nil)
 	apiMust(t, base, admin, "PUT", "/api/v1/projects/acme/products/ops", `{"mcp":{"servers":{"ops-sh":{"command":"true","enabled":false}}}}`, 200, nil)
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"pasted","enabled":false,"config":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer `+admin+`","X-Trace":"on"}}}`, 201, nil)
+	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/servers", `{"name":"mixed","enabled":false,"config":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer `+admin+` ${API_KEY}","X-Api-Key":"${API_KEY:-`+admin+`}"}}}`, 201, nil)
 	var tok, old, otherTok created
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"agent"}`, 201, &tok)
 	apiMust(t, base, admin, "POST", "/api/v1/projects/acme/tokens", `{"name":"revoked"}`, 201, &old)
@@ -1057,6 +1058,11 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 				t.Errorf("servers list: credential shown or reference hidden: %s", body)
 			}
 		}},
+		{name: "project token reads a credential beside a reference", method: "GET", path: "/projects/acme/servers/mixed", header: asAgent, status: 200, check: func(t *testing.T, rep *rpcReply) {
+			if body := string(rep.Body); strings.Contains(body, admin) || strings.Count(body, `"[redacted]"`) != 2 {
+				t.Errorf("literal credential beside a ${REF} (or as its default) not masked for a project token: %s", body)
+			}
+		}},
 		{name: "project token imports a stdio manifest", method: "PUT", path: "/projects/acme/products/app", header: asAgent, body: `{"mcp":{"servers":{"app-search":{"url":"http://127.0.0.1:9/sse"},"x":{"command":"sh"}}}}`, status: 403, apiCode: "forbidden"},
 		{name: "project token lists its tokens", method: "GET", path: "/projects/acme/tokens", header: asAgent, status: 403, apiCode: "forbidden"},
 		{name: "project token creates a token", path: "/projects/acme/tokens", header: asAgent, body: `{"name":"more"}`, status: 403, apiCode: "forbidden"},
@@ -1088,6 +1094,28 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 	}
 	// The tokens still work as before: the agent's reaches its project.
 	apiMust(t, base, tok.Token, "GET", "/api/v1/projects/acme/servers", "", 200, nil)
+
+	// A project token that sends back the entry it read, credential
+	// masked, with another change (as an edit form does) leaves the
+	// admin's credential stored (after the snapshot: this edit succeeds).
+	var seen struct {
+		Config json.RawMessage `json:"config"`
+	}
+	apiMust(t, base, tok.Token, "GET", "/api/v1/projects/acme/servers/pasted", "", 200, &seen)
+	if !strings.Contains(string(seen.Config), `"[redacted]"`) {
+		t.Fatalf("pasted credential not masked for the project token: %s", seen.Config)
+	}
+	apiMust(t, base, tok.Token, "PATCH", "/api/v1/projects/acme/servers/pasted", `{"description":"edited","config":`+string(seen.Config)+`}`, 200, nil)
+	var stored struct {
+		Description string `json:"description"`
+		Config      struct {
+			Headers map[string]string `json:"headers"`
+		} `json:"config"`
+	}
+	apiMust(t, base, admin, "GET", "/api/v1/projects/acme/servers/pasted", "", 200, &stored)
+	if stored.Description != "edited" || stored.Config.Headers["Authorization"] != "Bearer "+admin {
+		t.Errorf("after a project token's edit: description %q, Authorization %q; want the edit and the admin's credential kept", stored.Description, stored.Config.Headers["Authorization"])
+	}
 	checkGatewayLog(t, g.logs.String(), secret)
 }
 

@@ -141,7 +141,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// One Docker engine client for hosted servers and the sandbox: no I/O
 	// until they use it; closed when run returns, after both stopped.
-	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg), Logger: log})
+	inst, err := instanceName(ctx, cfg, st)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
+	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Logger: log})
 	if err != nil {
 		_ = st.Close()
 		return fmt.Errorf("DOCKER_HOST: %w", err)

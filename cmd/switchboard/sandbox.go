@@ -60,7 +60,7 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: instanceName(cfg)})
+	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: derivedInstanceName(cfg)})
 	if err != nil {
 		return err
 	}

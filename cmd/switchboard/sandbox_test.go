@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/sandbox/sandboxtest"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
 var sandboxTools = []string{"attach_workspace", "detach_workspace", "execute_code", "execute_command", "get_sessions",
@@ -35,7 +36,7 @@ func sandboxGateway(t *testing.T, dir string, extra map[string]string) *gateway 
 	e := enginetest.New(t)
 	img := sandboxtest.Image(t, e)
 	// The gateway's own objects carry its instance: clean those too.
-	ge, err := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
+	ge, err := engine.New(engine.Options{Instance: storeInstance(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,22 @@ func sandboxGateway(t *testing.T, dir string, extra map[string]string) *gateway 
 		env[k] = v
 	}
 	return startGateway(t, [][2]any{{"up", stdioServer("up")}}, env)
+}
+
+// storeInstance is the instance name a gateway on data dir dir uses: the
+// one its store keeps (made when the store is new).
+func storeInstance(t *testing.T, dir string) string {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	name, err := instanceName(t.Context(), config.Config{DataDir: dir}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
@@ -294,7 +311,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 
 	// Shutdown removes the session containers and keeps the workspaces.
 	g.stop(t)
-	ge, _ := engine.New(engine.Options{Instance: instanceName(config.Config{DataDir: dir})})
+	ge, _ := engine.New(engine.Options{Instance: storeInstance(t, dir)})
 	defer ge.Close()
 	if st, err := ge.List(ctx, map[string]string{engine.LabelKind: "sandbox"}); err != nil || len(st) != 0 {
 		t.Fatalf("containers after shutdown: %v %v", st, err)

@@ -181,14 +181,30 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 // credentials.
 var credentialName = regexp.MustCompile(`(?i)(auth|token|secret|passw|api[-_]?key|apikey|cookie|credential|private[-_]?key|session)`)
 
-// secretRef is a value made only of ${NAME} references and text around
-// them ("Bearer ${API_KEY}"): it holds no credential itself.
-var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
+// secretRef is one ${NAME} reference without a default (a default is
+// literal text, and may be a credential).
+var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}`)
+
+// refFrame is what may surround references in a value that holds no
+// credential itself: an auth scheme and separators ("Bearer ${API_KEY}",
+// "${USER}:${PASS}").
+var refFrame = regexp.MustCompile(`(?i)^\s*(bearer|basic|token)?[\s:;,=/-]*$`)
+
+// onlyRefs reports whether v is made only of references and their frame:
+// "Bearer ${X}" is, "Bearer sk-live-1 ${X}" is not.
+func onlyRefs(v string) bool {
+	return secretRef.MatchString(v) && refFrame.MatchString(secretRef.ReplaceAllString(v, " "))
+}
+
+// masked is the value a project token reads in place of a literal
+// credential.
+const masked = "[redacted]"
 
 // maskConfig hides literal credentials in a server entry from everyone but
 // the admin: a header or env value under a credential-like name that is
-// not a ${REF} (an admin who pasted "Authorization: Bearer <token>") reads
-// as "[redacted]". References are shown as written; the rest is unchanged.
+// not made only of ${REF}s (an admin who pasted "Authorization: Bearer
+// <token>") reads as "[redacted]". References are shown as written; the
+// rest is unchanged.
 func maskConfig(cfg json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(cfg, &m) != nil {
@@ -201,8 +217,8 @@ func maskConfig(cfg json.RawMessage) json.RawMessage {
 			continue
 		}
 		for k, v := range kv {
-			if credentialName.MatchString(k) && !secretRef.MatchString(v) && v != "" {
-				kv[k] = "[redacted]"
+			if credentialName.MatchString(k) && !onlyRefs(v) && v != "" {
+				kv[k] = masked
 				changed = true
 			}
 		}
@@ -215,6 +231,40 @@ func maskConfig(cfg json.RawMessage) json.RawMessage {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return cfg
+	}
+	return b
+}
+
+// keepMasked returns the entry a caller who saw stored masked (a project
+// token) sent back as in, with every header or env value that still reads
+// "[redacted]" where stored held a masked credential put back to the
+// stored value: an edit of the rest of the entry must not replace the
+// admin's credential with the mask.
+func keepMasked(stored, in json.RawMessage) json.RawMessage {
+	var old, m map[string]json.RawMessage
+	if json.Unmarshal(stored, &old) != nil || json.Unmarshal(in, &m) != nil {
+		return in
+	}
+	changed := false
+	for _, key := range []string{"headers", "env"} {
+		var was, now map[string]string
+		if json.Unmarshal(old[key], &was) != nil || json.Unmarshal(m[key], &now) != nil {
+			continue
+		}
+		for k, v := range now {
+			if prev, ok := was[k]; ok && v == masked && credentialName.MatchString(k) && !onlyRefs(prev) && prev != "" {
+				now[k] = prev
+				changed = true
+			}
+		}
+		m[key], _ = json.Marshal(now)
+	}
+	if !changed {
+		return in
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return in
 	}
 	return b
 }
@@ -346,6 +396,9 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 		rec.Enabled = *in.Enabled
 	}
 	if in.Config != nil {
+		if a.opts.Access.AllowAdmin(r, "") != nil {
+			in.Config = keepMasked(rec.Config, in.Config)
+		}
 		rec.Config = in.Config
 	}
 	// Enabling counts too: an admin may have disabled a command on purpose.
@@ -825,9 +878,12 @@ func (a *API) notReserved(project, name string) error {
 	return nil
 }
 
-// secretOfCommand: a secret that a stdio server of the project references
-// is part of the command the gateway runs (`${ROOT}` in its args, say), so
-// setting or deleting it is an admin action like editing that server.
+// secretOfCommand: a secret that a stdio server or a hosted server of the
+// project references is part of what the gateway runs on its host
+// (`${ROOT}` in a command's args, `${TOKEN}` in a container's
+// environment), so setting or deleting it is an admin action like editing
+// that server: otherwise a project token could free it and set its own
+// value for the next child or container.
 func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 	recs, err := a.st.ListServers(r.Context(), project)
 	if err != nil {
@@ -838,6 +894,21 @@ func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 		if rec.Transport == switchboard.TransportStdio && ref.Match(rec.Config) {
 			if err := a.opts.Access.AllowCommands(r); err != nil {
 				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by stdio server %q, which runs a command on the gateway host; changing it needs the admin token", name, rec.Name)
+			}
+		}
+	}
+	hosted, err := a.st.ListWorkspaces(r.Context(), switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerMCPServer})
+	if err != nil {
+		return err
+	}
+	for _, w := range hosted {
+		if ref.Match(w.Config) {
+			if err := a.hostAllowed(r); err != nil {
+				var reg struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(w.Config, &reg)
+				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by hosted server %q, which runs a container on the gateway host; changing it needs the admin token", name, reg.Name)
 			}
 		}
 	}

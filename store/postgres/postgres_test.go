@@ -117,3 +117,51 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestInstanceID: each new database makes an instance id of its own, which
+// replicas opening it share; a database that served before the id existed
+// (it has projects when the migration runs) keeps the name the gateway
+// gives it.
+func TestInstanceID(t *testing.T) {
+	dsnA := pgtest.NewDB(t)
+	a, b := open(t, dsnA), open(t, pgtest.NewDB(t))
+	idA, err := a.InstanceID(t.Context(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, err := b.InstanceID(t.Context(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idA == idB || idA == "legacy" || idB == "legacy" {
+		t.Errorf("two new databases: ids %q and %q, want two of their own", idA, idB)
+	}
+	if again, err := open(t, dsnA).InstanceID(t.Context(), "other"); err != nil || again != idA {
+		t.Errorf("second replica: id %q, %v; want %q", again, err, idA)
+	}
+
+	// An older database: migrated without the table, with a project.
+	dsnC := pgtest.NewDB(t)
+	c := open(t, dsnC)
+	if _, err := c.CreateProject(t.Context(), switchboard.Project{ID: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	conn, err := pgx.Connect(t.Context(), dsnC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP TABLE kb.gateway_instance", "DELETE FROM kb.schema_migrations WHERE name = '0004_gateway_instance'"} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(context.Background())
+	c = open(t, dsnC)
+	if id, err := c.InstanceID(t.Context(), "legacy"); err != nil || id != "legacy" {
+		t.Errorf("database from before the instance id: %q, %v; want the gateway's name for it", id, err)
+	}
+	if id, err := c.InstanceID(t.Context(), "other"); err != nil || id != "legacy" {
+		t.Errorf("database from before the instance id, asked again: %q, %v; want the name stored first", id, err)
+	}
+}

@@ -150,3 +150,51 @@ func TestFileModes(t *testing.T) {
 	open(t, dir)
 	check()
 }
+
+// TestInstanceID: each new store makes an instance id of its own, which
+// survives a reopen; a store that served before the id existed (it has
+// projects when the migration runs) keeps the name the gateway gives it.
+func TestInstanceID(t *testing.T) {
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := open(t, dirA), open(t, dirB)
+	idA, err := a.InstanceID(t.Context(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, err := b.InstanceID(t.Context(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idA == idB || idA == "legacy" || idB == "legacy" {
+		t.Errorf("two new stores: ids %q and %q, want two of their own", idA, idB)
+	}
+	a.Close()
+	if again, err := open(t, dirA).InstanceID(t.Context(), "other"); err != nil || again != idA {
+		t.Errorf("reopened store: id %q, %v; want %q", again, err, idA)
+	}
+
+	// An older store: migrated without the table, with a project.
+	dirC := t.TempDir()
+	c := open(t, dirC)
+	if _, err := c.CreateProject(t.Context(), switchboard.Project{ID: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	db, err := sql.Open("sqlite", filepath.Join(dirC, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP TABLE kb_gateway_instance", "DELETE FROM kb_schema_migrations WHERE name = '0004_gateway_instance'"} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	c = open(t, dirC)
+	if id, err := c.InstanceID(t.Context(), "legacy"); err != nil || id != "legacy" {
+		t.Errorf("store from before the instance id: %q, %v; want the gateway's name for it", id, err)
+	}
+	if id, err := c.InstanceID(t.Context(), "other"); err != nil || id != "legacy" {
+		t.Errorf("store from before the instance id, asked again: %q, %v; want the name stored first", id, err)
+	}
+}
