@@ -422,7 +422,7 @@ func TestDevModeClosedProject(t *testing.T) {
 // BenchmarkMCPRoute measures a request to /mcp through the gateway's
 // whole handler with and without the console mounted: the console is one
 // more prefix on the top-level router and MCP requests never reach it.
-// (A ping on a session, in process, so the edge's own work dominates.)
+// (A tools/list on a session, in process, so the edge's own work dominates.)
 func BenchmarkMCPRoute(b *testing.B) {
 	for _, withUI := range []bool{false, true} {
 		name := "without-console"
