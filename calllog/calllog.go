@@ -270,6 +270,46 @@ func (w *Writer) Close(ctx context.Context) error {
 // secretKey matches argument names whose values are credentials.
 var secretKey = regexp.MustCompile(`(?i)(passw(or)?d|passphrase|secret|token|api[-_]?key|apikey|authorization|auth[-_]?header|credential|private[-_]?key|cookie|session[-_]?key)`)
 
+// secretStems are the strings secretKey matches, spelled out (its
+// optional separators expanded), for mayHoldSecretKey.
+var secretStems = [][]byte{
+	[]byte("password"), []byte("passwd"), []byte("passphrase"), []byte("secret"), []byte("token"),
+	[]byte("api_key"), []byte("api-key"), []byte("apikey"), []byte("authorization"),
+	[]byte("auth_header"), []byte("auth-header"), []byte("authheader"), []byte("credential"),
+	[]byte("private_key"), []byte("private-key"), []byte("privatekey"), []byte("cookie"),
+	[]byte("session_key"), []byte("session-key"), []byte("sessionkey"),
+}
+
+// lowerPool holds the buffers mayHoldSecretKey lower-cases into.
+var lowerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// mayHoldSecretKey reports whether b contains a match of secretKey, as
+// secretKey.Match(b) does, without the regexp engine on the common path:
+// ASCII bytes are lower-cased and searched for each stem; anything
+// non-ASCII (which case folding could turn into a stem) asks the regexp.
+func mayHoldSecretKey(b []byte) bool {
+	bp := lowerPool.Get().(*[]byte)
+	defer lowerPool.Put(bp)
+	low := (*bp)[:0]
+	for _, c := range b {
+		if c >= 0x80 {
+			*bp = low
+			return secretKey.Match(b)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low = append(low, c)
+	}
+	*bp = low
+	for _, stem := range secretStems {
+		if bytes.Contains(low, stem) {
+			return true
+		}
+	}
+	return false
+}
+
 // MaxArgumentBytes is the largest argument document kept in the log;
 // larger ones are stored as {"_truncated":true}.
 const MaxArgumentBytes = 64 << 10
@@ -287,7 +327,7 @@ func Redact(args json.RawMessage) json.RawMessage {
 	}
 	// Fast path: no secret-looking name anywhere in the bytes and no
 	// escapes that could spell one means nothing to redact.
-	if bytes.IndexByte(args, '\\') < 0 && !secretKey.Match(args) {
+	if bytes.IndexByte(args, '\\') < 0 && !mayHoldSecretKey(args) {
 		if !json.Valid(args) {
 			return json.RawMessage("null")
 		}
