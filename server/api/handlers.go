@@ -484,6 +484,25 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if a.opts.Access.AllowAdmin(r, "") != nil {
+		// A project token read the product's credentials masked: a
+		// manifest it sends back keeps the stored values, as a PATCH does.
+		stored, err := a.st.ListServers(r.Context(), p)
+		if err != nil {
+			return err
+		}
+		byName := map[string]json.RawMessage{}
+		for _, s := range stored {
+			if s.ProductID == product {
+				byName[s.Name] = s.Config
+			}
+		}
+		for i := range recs {
+			if old, ok := byName[recs[i].Name]; ok {
+				recs[i].Config = keepMasked(old, recs[i].Config)
+			}
+		}
+	}
 	if err := a.productStdioAllowed(r, p, product, recs); err != nil {
 		return err
 	}

@@ -90,6 +90,26 @@ func TestMaskedCredentialKept(t *testing.T) {
 	}
 }
 
+// TestMaskedCredentialKeptByManifest: a project token that re-imports a
+// product's manifest with the values it read masked keeps the admin's
+// credentials, as its PATCH does.
+func TestMaskedCredentialKeptByManifest(t *testing.T) {
+	_, admin, tenant := adminAndTenant(t)
+	const path = "/api/v1/projects/default/products/prod"
+	mustStatus(t, admin, "PUT", path,
+		`{"mcp":{"servers":{"r":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer admin-literal-3","X-Trace":"on"}}}}}`, http.StatusOK)
+	seen := headersOf(t, mustStatus(t, tenant, "GET", "/api/v1/projects/default/servers/r", "", http.StatusOK))
+	if seen["Authorization"] != "[redacted]" {
+		t.Fatalf("a project token reads %q", seen["Authorization"])
+	}
+	mustStatus(t, tenant, "PUT", path,
+		`{"mcp":{"servers":{"r":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"[redacted]","X-Trace":"off"}}}}}`, http.StatusOK)
+	got := headersOf(t, mustStatus(t, admin, "GET", "/api/v1/projects/default/servers/r", "", http.StatusOK))
+	if diff := cmp.Diff(map[string]string{"Authorization": "Bearer admin-literal-3", "X-Trace": "off"}, got); diff != "" {
+		t.Errorf("stored headers after a project token's re-import (-want +got):\n%s", diff)
+	}
+}
+
 // TestMaskUnlessOnlyReferences: a credential value is shown to a project
 // token only when it is made of ${REF}s and an auth scheme; any literal
 // beside a reference, or a reference's default, is masked.
