@@ -169,6 +169,21 @@ func TestRegisterHardenedContainerAndDelete(t *testing.T) {
 	if len(rows) != 1 || rows[0].Image != e.image || strings.Contains(string(rows[0].Config), "s3cret") {
 		t.Errorf("rows = %+v", rows)
 	}
+	// The row records which provider and runtime ran (written by the
+	// status persister, in the background: polled).
+	if state.Runtime == "" || st.Runtime != state.Runtime {
+		t.Errorf("status runtime %q, container's %q", st.Runtime, state.Runtime)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		row, err := e.st.GetWorkspace(context.Background(), st.ID)
+		if err == nil && row.Provider == "docker/"+state.Runtime {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("row provider %q (err %v), want docker/%s", row.Provider, err, state.Runtime)
+			break
+		}
+	}
 
 	if err := svc.Delete(context.Background(), "default", "notes", false); err != nil {
 		t.Fatal(err)

@@ -675,12 +675,12 @@ func (s *Service) persister() {
 			return
 		case sup := <-s.persistCh:
 			sup.mu.Lock()
-			status, cid := sup.state, sup.containerID
+			status, cid, provider := sup.state, sup.containerID, providerOf(sup.runtime)
 			sup.mu.Unlock()
 			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 			row, err := s.st.GetWorkspace(ctx, sup.id)
-			if err == nil && (row.Status != status || row.ContainerID != cid) {
-				row.Status, row.ContainerID = status, cid
+			if err == nil && (row.Status != status || row.ContainerID != cid || row.Provider != provider) {
+				row.Status, row.ContainerID, row.Provider = status, cid, provider
 				_, err = s.st.UpdateWorkspace(ctx, row)
 			}
 			cancel()
@@ -689,6 +689,16 @@ func (s *Service) persister() {
 			}
 		}
 	}
+}
+
+// providerOf is what a row's provider says ran: "docker" until a
+// container has run, then "docker/<runtime>" ("docker/runsc" under gVisor,
+// "docker/runc" otherwise).
+func providerOf(runtime string) string {
+	if runtime == "" {
+		return "docker"
+	}
+	return "docker/" + runtime
 }
 
 // Close stops every container (SIGTERM, then SIGKILL after
