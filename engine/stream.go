@@ -43,8 +43,9 @@ func (e *Engine) Attach(ctx context.Context, id string) (*Stream, error) {
 		if err == nil {
 			err = io.EOF
 		}
-		pw.CloseWithError(err)
+		// Done first: whoever reads the end of stdout finds Done closed.
 		close(s.done)
+		pw.CloseWithError(err)
 	}()
 	return s, nil
 }

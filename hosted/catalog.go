@@ -89,6 +89,7 @@ func (c *Catalog) Entry(name string) *CatalogEntry {
 // catalogFile is the file's shape. Fields Docker's format defines but
 // Switchboard ignores are listed so they are not errors.
 type catalogFile struct {
+	Version     any                     `yaml:"version"`
 	Name        string                  `yaml:"name"`
 	DisplayName string                  `yaml:"displayName"`
 	Registry    map[string]catalogEntry `yaml:"registry"`
@@ -107,12 +108,16 @@ type catalogEntry struct {
 	DisableNetwork bool     `yaml:"disableNetwork"`
 	ReadOnlyRoot   bool     `yaml:"readOnlyRoot"` // ours, not Docker's: default false, as there
 	Env            []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name        string `yaml:"name"`
+		Value       string `yaml:"value"`
+		Example     any    `yaml:"example"`
+		Description any    `yaml:"description"`
 	} `yaml:"env"`
 	Secrets []struct {
-		Name string `yaml:"name"`
-		Env  string `yaml:"env"`
+		Name        string `yaml:"name"`
+		Env         string `yaml:"env"`
+		Example     any    `yaml:"example"`
+		Description any    `yaml:"description"`
 	} `yaml:"secrets"`
 	Volumes []string `yaml:"volumes"`
 	// Accepted, not acted on.
@@ -128,6 +133,13 @@ type catalogEntry struct {
 	Prefix      any `yaml:"prefix"`
 	Metadata    any `yaml:"metadata"`
 	Policy      any `yaml:"policy"`
+	DateAdded   any `yaml:"dateAdded"`
+	Ref         any `yaml:"ref"`
+	ToolsURL    any `yaml:"toolsUrl"`
+	Source      any `yaml:"source"`
+	Upstream    any `yaml:"upstream"`
+	Prompts     any `yaml:"prompts"`
+	Resources   any `yaml:"resources"`
 }
 
 var (
@@ -153,6 +165,10 @@ func ParseCatalog(r io.Reader) (*Catalog, error) {
 			return nil, invalid("catalog file is empty; it needs a top-level \"registry:\" map of servers")
 		}
 		return nil, invalid("catalog file: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var more any
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, invalid("catalog file holds more than one YAML document (\"---\"); put every server under the first one's \"registry:\"")
 	}
 	if len(f.Registry) == 0 {
 		return nil, invalid("catalog file has no servers: it needs a top-level \"registry:\" map of servers")
@@ -208,9 +224,12 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 	if len(raw.Command) > maxArgs {
 		return bad("at most %d command arguments", maxArgs)
 	}
+	if usesTemplates(raw) {
+		return nil, fmt.Sprintf("catalog server %q skipped: it uses {{...}} templates (Docker's per-user configuration), which Switchboard does not fill in; write the values, or ${SECRET} in env for a project secret", name), nil
+	}
 	for _, a := range raw.Command {
-		if strings.ContainsRune(a, 0) || strings.Contains(a, "{{") {
-			return bad("command arguments must not hold NUL characters or {{...}} templates (Docker's per-user config is not supported; use env with ${SECRET})")
+		if strings.ContainsRune(a, 0) {
+			return bad("command arguments must not hold NUL characters")
 		}
 	}
 	if strings.ContainsAny(raw.User, " \t\n\x00") {
@@ -220,8 +239,11 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		if !envName.MatchString(v.Name) {
 			return bad("env name %q must be letters, digits and '_', not starting with a digit", switchboard.Clip(v.Name))
 		}
-		if strings.ContainsRune(v.Value, 0) || strings.Contains(v.Value, "{{") {
-			return bad("env %s: {{...}} templates are not supported; write the value, or ${SECRET} for a project secret", v.Name)
+		if strings.ContainsRune(v.Value, 0) {
+			return bad("env %s must not hold NUL characters", v.Name)
+		}
+		if _, dup := e.Env[v.Name]; dup {
+			return bad("env %s is listed twice", v.Name)
 		}
 		e.Env[v.Name] = v.Value
 	}
@@ -234,6 +256,9 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		}
 		if _, dup := e.Env[s.Env]; dup {
 			return bad("%s is set both by env and by a secret", s.Env)
+		}
+		if _, dup := e.Secrets[s.Env]; dup {
+			return bad("%s is set by two secrets", s.Env)
 		}
 		e.Secrets[s.Env] = SecretName(s.Name)
 	}
@@ -253,6 +278,27 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 	return e, "", nil
 }
 
+// usesTemplates reports whether an entry relies on Docker's {{...}}
+// per-user configuration anywhere Switchboard would pass it on.
+func usesTemplates(raw catalogEntry) bool {
+	for _, a := range raw.Command {
+		if strings.Contains(a, "{{") {
+			return true
+		}
+	}
+	for _, v := range raw.Env {
+		if strings.Contains(v.Value, "{{") {
+			return true
+		}
+	}
+	for _, v := range raw.Volumes {
+		if strings.Contains(v, "{{") {
+			return true
+		}
+	}
+	return false
+}
+
 // catalogVolume reads "name:/path" or "name:/path:ro". Host paths are
 // refused: the catalog never mounts the gateway's filesystem.
 func catalogVolume(v string) (CatalogVolume, error) {
@@ -265,8 +311,8 @@ func catalogVolume(v string) (CatalogVolume, error) {
 		return vol, errors.New(`must be "volume-name:/container/path" (optionally ":ro")`)
 	}
 	vol.Name, vol.Target = parts[0], parts[1]
-	if strings.HasPrefix(vol.Name, "/") || strings.HasPrefix(vol.Name, ".") || strings.Contains(vol.Name, "{{") {
-		return vol, errors.New("host paths and templates are not mounted; name a Docker volume (it is created when missing and kept)")
+	if strings.HasPrefix(vol.Name, "/") || strings.HasPrefix(vol.Name, ".") || strings.HasPrefix(vol.Name, "~") {
+		return vol, errors.New("host paths are not mounted; name a Docker volume (each project gets its own, created when missing and kept)")
 	}
 	if !catalogVolumeName.MatchString(vol.Name) {
 		return vol, errors.New("the volume name must be letters, digits, '_', '.', '-'")

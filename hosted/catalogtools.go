@@ -14,9 +14,6 @@ import (
 type CatalogTools struct {
 	o       *OnDemand
 	project string
-	// Taken, when set, reports whether the project itself serves a tool
-	// name (it wins over a catalog server's tool of the same name).
-	Taken func(name string) bool
 }
 
 var catalogToolDefs = []json.RawMessage{
@@ -83,7 +80,17 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 		if err != nil {
 			return nil, err
 		}
-		res, err := t.o.Add(ctx, t.project, req.Session, name, t.Taken)
+		// The project's own tools win a name at the edge; asked before
+		// any lock, as it may connect the project's servers.
+		var taken func(string) bool
+		if pc := t.o.opts.ProjectCatalog; pc != nil && req.Session != "" {
+			own := pc(ctx, t.project)
+			taken = func(name string) bool {
+				_, ok := own.Lookup(name)
+				return ok
+			}
+		}
+		res, err := t.o.Add(ctx, t.project, req.Session, name, taken)
 		if err != nil {
 			return nil, err
 		}

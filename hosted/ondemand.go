@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -28,17 +29,24 @@ const (
 	ToolRemove = "mcp-remove"
 )
 
+// endedMemory is how many ended sessions OnDemand remembers, so an
+// mcp-add that raced its session's end starts nothing.
+const endedMemory = 4096
+
 // OnDemandOptions configure OnDemand.
 type OnDemandOptions struct {
-	Engine    *engine.Engine // nil: no engine; mcp-add says why
+	Engine *engine.Engine // nil: no engine; mcp-add says why
+	// EngineErr explains why there is no engine (a *switchboard.Error
+	// with a client-safe message).
 	EngineErr error
 	Catalog   *Catalog
 	// Secrets returns a project's decrypted secrets, for a catalog entry's
 	// secrets and `${NAME}` in its env values.
 	Secrets func(ctx context.Context, project string) (map[string]string, error)
-	// ProjectCatalog, when set, returns the tools a project serves itself,
-	// so mcp-add can report which of a server's tools they shadow.
-	ProjectCatalog func(project string) *switchboard.Catalog
+	// ProjectCatalog, when set, returns the tools a project serves itself
+	// (connecting servers never tried, bounded by ctx), so mcp-add can
+	// report which of a server's tools they shadow.
+	ProjectCatalog func(ctx context.Context, project string) *switchboard.Catalog
 	// Notify tells one client session of a project that its own tool list
 	// changed. It must not block.
 	Notify func(project, session string)
@@ -46,13 +54,17 @@ type OnDemandOptions struct {
 	// per-call server keeps ready while a session has it added (0: every
 	// call starts a container cold).
 	WarmPool int
-	// MaxContainers caps the long-lived containers of all sessions
-	// together (default 20).
+	// MaxContainers caps the catalog's containers of all sessions and
+	// projects together: long-lived ones, per-call ones serving a call,
+	// and warm ones (default 20).
 	MaxContainers int
-	Version       string
+	// MaxMessageBytes bounds one message from a catalog server
+	// (upstreams.Options.MaxMessageBytes).
+	MaxMessageBytes int64
+	Version         string
 	// CallTimeout bounds one tool call (default 30s), ConnectTimeout the
 	// start and initialize of one container (default 30s), StopTimeout
-	// its stop (default 10s).
+	// its removal (default 10s).
 	CallTimeout, ConnectTimeout, StopTimeout time.Duration
 	Logger                                   *slog.Logger
 }
@@ -68,23 +80,27 @@ type OnDemand struct {
 	eng  *engine.Engine
 	cat  *Catalog
 	log  *slog.Logger
+	info atomic.Pointer[engine.Info]
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
+	ended    map[sessionKey]bool // the last endedMemory sessions that ended
+	endedLog []sessionKey        // ring of ended's keys, oldest first
 	pools    map[poolKey]*pool
-	long     int // long-lived containers running or starting, under mu
+	count    int // containers reserved: starting, warm, serving, long-lived
+	long     int // long-lived activations, for status
 	closed   bool
 	// owning counts sessions with tools of their own: SessionCatalog's
 	// lock-free answer for everyone else.
 	owning atomic.Int64
 
-	wg sync.WaitGroup // retirements and pool refills
-	// retiring counts retirements under way (WaitRetired), under retMu.
-	retMu    sync.Mutex
-	retiring int
-	retDone  *sync.Cond
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// bg counts background work (retirements, refills), under bgMu; Close
+	// and WaitRetired wait for it.
+	bgMu   sync.Mutex
+	bg     int
+	bgDone *sync.Cond
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type sessionKey struct{ project, session string }
@@ -138,8 +154,9 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
-		sessions: map[sessionKey]*sessionState{}, pools: map[poolKey]*pool{}, ctx: ctx, cancel: cancel}
-	o.retDone = sync.NewCond(&o.retMu)
+		sessions: map[sessionKey]*sessionState{}, ended: map[sessionKey]bool{}, pools: map[poolKey]*pool{},
+		ctx: ctx, cancel: cancel}
+	o.bgDone = sync.NewCond(&o.bgMu)
 	return o
 }
 
@@ -157,6 +174,33 @@ func (o *OnDemand) Start(ctx context.Context) error {
 		o.log.Info("removed catalog containers left by a previous run", "containers", len(gone))
 	}
 	return err
+}
+
+// goBG runs fn in the background, counted for Close and WaitRetired.
+func (o *OnDemand) goBG(fn func()) {
+	o.bgMu.Lock()
+	o.bg++
+	o.bgMu.Unlock()
+	go func() {
+		defer func() {
+			o.bgMu.Lock()
+			o.bg--
+			o.bgDone.Broadcast()
+			o.bgMu.Unlock()
+		}()
+		fn()
+	}()
+}
+
+// WaitRetired waits for the background work under way: container
+// removals (after a per-call tool call, mcp-remove, SessionEnded) and
+// warm-pool refills. Once it returns, the containers let go are gone.
+func (o *OnDemand) WaitRetired() {
+	o.bgMu.Lock()
+	defer o.bgMu.Unlock()
+	for o.bg > 0 {
+		o.bgDone.Wait()
+	}
 }
 
 // Close removes every catalog container (sessions' and pools') and waits
@@ -189,7 +233,7 @@ func (o *OnDemand) Close(ctx context.Context) error {
 		o.retire(in)
 	}
 	done := make(chan struct{})
-	go func() { o.wg.Wait(); close(done) }()
+	go func() { o.WaitRetired(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -198,16 +242,27 @@ func (o *OnDemand) Close(ctx context.Context) error {
 		return nil
 	}
 	// Anything a cut-off start created after the sweep above.
-	_, err := o.eng.Reap(context.WithoutCancel(ctx), map[string]string{engine.LabelKind: KindCatalog}, nil)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := o.eng.Reap(rctx, map[string]string{engine.LabelKind: KindCatalog}, nil)
 	return err
 }
 
 // SessionEnded removes, in the background, every container bound to a
 // client session that ended (a DELETE, idle expiry, a dropped legacy SSE
-// stream, shutdown). It does not block.
+// stream, shutdown), and remembers the session so an mcp-add racing its
+// end starts nothing. It does not block.
 func (o *OnDemand) SessionEnded(project, session string) {
-	o.mu.Lock()
 	k := sessionKey{project, session}
+	o.mu.Lock()
+	if !o.ended[k] {
+		o.ended[k] = true
+		o.endedLog = append(o.endedLog, k)
+		if len(o.endedLog) > endedMemory {
+			delete(o.ended, o.endedLog[0])
+			o.endedLog = o.endedLog[1:]
+		}
+	}
 	st := o.sessions[k]
 	if st == nil {
 		o.mu.Unlock()
@@ -220,6 +275,7 @@ func (o *OnDemand) SessionEnded(project, session string) {
 	}
 	acts := st.acts
 	st.acts = nil
+	st.catalog.Store(nil)
 	var insts []*instance
 	for _, a := range acts {
 		if a.inst != nil {
@@ -238,14 +294,7 @@ func (o *OnDemand) SessionEnded(project, session string) {
 // ProjectTools returns project's catalog tools (mcp-find, mcp-add,
 // mcp-remove), to register as a builtin server.
 func (o *OnDemand) ProjectTools(project string) *CatalogTools {
-	t := &CatalogTools{o: o, project: project}
-	if pc := o.opts.ProjectCatalog; pc != nil {
-		t.Taken = func(name string) bool {
-			_, ok := pc(project).Lookup(name)
-			return ok
-		}
-	}
-	return t
+	return &CatalogTools{o: o, project: project}
 }
 
 // SessionTools returns project's per-session tools, for the edge.
@@ -348,13 +397,61 @@ func (s *oneStream) OpenStream(context.Context, switchboard.ServerSpec) (upstrea
 
 func (o *OnDemand) errNoEngine() error {
 	if o.opts.EngineErr != nil {
-		return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine (set DOCKER_HOST): %s", switchboard.Message(o.opts.EngineErr))
+		return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need containers: %s", switchboard.Message(o.opts.EngineErr))
 	}
-	return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine; set DOCKER_HOST")
+	return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine; start Docker, or set DOCKER_HOST to its address")
+}
+
+// errFull is the answer when MaxContainers catalog containers run.
+func (o *OnDemand) errFull() error {
+	return switchboard.Errorf(switchboard.ErrResourceLimit, "the gateway already runs %d catalog containers (MCP_SERVER_CATALOG_MAX_CONTAINERS); %s a long-lived server, end an idle session, or try again when calls finish", o.opts.MaxContainers, ToolRemove)
+}
+
+// reserveLocked takes one of MaxContainers for a container about to
+// start; false when none is free or the service is closed.
+func (o *OnDemand) reserveLocked() bool {
+	if o.closed || o.count >= o.opts.MaxContainers {
+		return false
+	}
+	o.count++
+	return true
+}
+
+// unreserve gives back a reservation whose container never started.
+func (o *OnDemand) unreserve() {
+	o.mu.Lock()
+	o.count--
+	o.mu.Unlock()
+}
+
+// engineInfo caches the engine's Info (runtimes, disk quotas).
+func (o *OnDemand) engineInfo(ctx context.Context) (engine.Info, error) {
+	if info := o.info.Load(); info != nil {
+		return *info, nil
+	}
+	info, err := o.eng.Info(ctx)
+	if err != nil {
+		return engine.Info{}, err
+	}
+	o.info.Store(&info)
+	return info, nil
+}
+
+var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// catalogVolume is the engine volume of a catalog entry's named volume
+// for one project: every project has its own, shared by its sessions.
+func catalogVolumeFor(project, name string) string {
+	p := strings.Trim(volumeChars.ReplaceAllString(project, "_"), "_.-")
+	if len(p) > 64 {
+		p = p[:64]
+	}
+	return "switchboard-catalog-" + p + "-" + name
 }
 
 // start creates, attaches, starts and initializes a container of e for
-// project; owner labels it (a session id, or "pool").
+// project; owner labels it (a session id, or "pool"). The caller holds a
+// reservation (reserveLocked) and gives it back if start fails.
 func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogEntry, long bool) (*instance, error) {
 	if o.eng == nil {
 		return nil, o.errNoEngine()
@@ -362,6 +459,15 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	env, err := o.environment(ctx, project, e)
 	if err != nil {
 		return nil, err
+	}
+	// A create, attach and start are never cut off half-way by a client
+	// leaving: a created container must be either started and owned, or
+	// removed here.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
+	defer cancel()
+	info, err := o.engineInfo(cctx)
+	if err != nil {
+		return nil, catalogErr(e, err)
 	}
 	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelOwner: owner, LabelProject: project, LabelServer: e.Name}
 	spec := engine.Spec{
@@ -371,16 +477,19 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 		Tmpfs:       map[string]string{"/tmp": "rw,nosuid,nodev,size=64m"},
 		StopTimeout: o.opts.StopTimeout,
 	}
-	// A create, attach and start are never cut off half-way by a client
-	// leaving: a created container must be either started and owned, or
-	// removed here.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
-	defer cancel()
+	if info.DiskQuota {
+		spec.DiskBytes, spec.DiskQuota = DefaultDiskBytes, true
+	}
+	if info.HasRuntime("runsc") {
+		spec.Runtime = "runsc"
+	}
 	for _, v := range e.Volumes {
-		if err := o.eng.CreateVolume(cctx, v.Name, map[string]string{engine.LabelKind: KindCatalog, LabelServer: e.Name}); err != nil {
-			return nil, err
+		name := catalogVolumeFor(project, v.Name)
+		vl := map[string]string{engine.LabelKind: KindCatalog, LabelProject: project, LabelServer: e.Name, LabelPath: v.Target}
+		if err := o.eng.CreateVolume(cctx, name, vl); err != nil {
+			return nil, catalogErr(e, err)
 		}
-		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Name, Target: v.Target, ReadOnly: v.ReadOnly})
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: name, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
 	id, err := o.eng.Create(cctx, spec)
 	if err != nil {
@@ -401,12 +510,13 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 		return fail(catalogErr(e, err))
 	}
 	mgr := upstreams.New(upstreams.Options{Version: o.opts.Version, CallTimeout: o.opts.CallTimeout,
-		ConnectTimeout: o.opts.ConnectTimeout, Streams: &oneStream{st: st, name: e.Name},
-		Logger: o.log.With("catalog_server", e.Name, "container", short(id))})
+		ConnectTimeout: o.opts.ConnectTimeout, MaxMessageBytes: o.opts.MaxMessageBytes,
+		Streams: &oneStream{st: st, name: e.Name},
+		Logger:  o.log.With("catalog_server", e.Name, "container", short(id))})
 	mgr.Apply(cctx, []switchboard.ServerSpec{{Name: e.Name, Transport: switchboard.TransportHosted, CallTimeout: o.opts.CallTimeout}})
 	if err := mgr.Connect(ctx, e.Name); err != nil {
 		msg := switchboard.Message(err)
-		if tail := strings.TrimSpace(st.Stderr()); tail != "" {
+		if tail := strings.TrimSpace(redactEnv(st.Stderr(), env)); tail != "" {
 			msg += "; its stderr ends: " + switchboard.Clip(lastLine(tail))
 		}
 		_ = mgr.Close(context.WithoutCancel(cctx))
@@ -416,13 +526,14 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	return &instance{entry: e, id: id, st: st, mgr: mgr, long: long}, nil
 }
 
-// catalogErr names the catalog server in an engine error.
+// catalogErr names the catalog server in an engine error, without the
+// engine's address.
 func catalogErr(e *CatalogEntry, err error) error {
 	switch {
-	case errors.Is(err, switchboard.ErrNotFound):
-		return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: %s", e.Name, switchboard.Message(err))
 	case errors.Is(err, switchboard.ErrUnavailable):
-		return switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: %s", e.Name, switchboard.Message(err))
+		return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address", e.Name)
+	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):
+		return switchboard.Errorf(switchboard.ErrCanceled, "catalog server %q: starting it was cancelled", e.Name)
 	}
 	return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: %s", e.Name, switchboard.Message(err))
 }
@@ -452,46 +563,30 @@ func (o *OnDemand) environment(ctx context.Context, project string, e *CatalogEn
 	return env, nil
 }
 
-// retire closes an instance's connection and removes its container, in
-// the background (owned by o.wg).
+// retire gives back an instance's reservation and removes its container
+// in the background: removal first (it ends a call still running on it:
+// its owner is gone), then the connection, which then closes at once.
 func (o *OnDemand) retire(in *instance) {
 	if in == nil {
 		return
 	}
-	o.retMu.Lock()
-	o.retiring++
-	o.retMu.Unlock()
-	o.wg.Go(func() {
-		defer func() {
-			o.retMu.Lock()
-			o.retiring--
-			o.retDone.Broadcast()
-			o.retMu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), o.opts.StopTimeout+10*time.Second)
-		defer cancel()
-		_ = in.mgr.Close(ctx)
-		in.st.Close()
-		if err := o.eng.Remove(ctx, in.id); err != nil {
+	o.mu.Lock()
+	o.count--
+	if in.long {
+		o.long--
+	}
+	o.mu.Unlock()
+	o.goBG(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), o.opts.StopTimeout+10*time.Second)
+		if err := o.eng.Remove(rctx, in.id); err != nil {
 			o.log.Warn("removing a catalog container", "server", in.entry.Name, "container", short(in.id), "err", err)
 		}
-		if in.long {
-			o.mu.Lock()
-			o.long--
-			o.mu.Unlock()
-		}
+		cancel()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = in.mgr.Close(cctx)
+		cancel()
+		in.st.Close()
 	})
-}
-
-// WaitRetired waits for the container removals already under way: after
-// a per-call tool call returned, mcp-remove, or SessionEnded, the
-// containers they let go are gone once it returns.
-func (o *OnDemand) WaitRetired() {
-	o.retMu.Lock()
-	defer o.retMu.Unlock()
-	for o.retiring > 0 {
-		o.retDone.Wait()
-	}
 }
 
 // --- per-call pools -------------------------------------------------------
@@ -506,6 +601,8 @@ type pool struct {
 	filling int // under OnDemand.mu
 	closed  bool
 	tools   []switchboard.Tool // listed once, under OnDemand.mu
+	ctx     context.Context    // refills; cancelled when the pool closes
+	cancel  context.CancelFunc
 }
 
 // acquireLocked returns project's pool of e with one more user.
@@ -513,7 +610,8 @@ func (o *OnDemand) acquireLocked(project string, e *CatalogEntry) *pool {
 	k := poolKey{project, e.Name}
 	p := o.pools[k]
 	if p == nil {
-		p = &pool{key: k, entry: e, warm: make(chan *instance, max(o.opts.WarmPool, 1))}
+		ctx, cancel := context.WithCancel(o.ctx)
+		p = &pool{key: k, entry: e, warm: make(chan *instance, max(o.opts.WarmPool, 1)), ctx: ctx, cancel: cancel}
 		o.pools[k] = p
 	}
 	p.refs++
@@ -531,9 +629,11 @@ func (o *OnDemand) releaseLocked(p *pool) []*instance {
 	return p.drainLocked()
 }
 
-// drainLocked closes p and returns its warm containers.
+// drainLocked closes p, stops its refills and returns its warm
+// containers.
 func (p *pool) drainLocked() []*instance {
 	p.closed = true
+	p.cancel()
 	var out []*instance
 	for {
 		select {
@@ -543,6 +643,16 @@ func (p *pool) drainLocked() []*instance {
 			return out
 		}
 	}
+}
+
+// keepLocked puts an unused container into p's warm pool if it has room;
+// false means the caller retires it.
+func (o *OnDemand) keepLocked(p *pool, in *instance) bool {
+	if p.closed || o.closed || len(p.warm) >= o.opts.WarmPool {
+		return false
+	}
+	p.warm <- in // room checked under mu: never blocks
+	return true
 }
 
 // take returns a container of p's server for one call: a warm one, or
@@ -557,37 +667,41 @@ func (o *OnDemand) take(ctx context.Context, p *pool) (*instance, error) {
 			}
 			o.retire(in) // exited while it waited
 		default:
-			return o.start(ctx, p.key.project, "pool", p.entry, false)
+			o.mu.Lock()
+			ok := o.reserveLocked()
+			o.mu.Unlock()
+			if !ok {
+				return nil, o.errFull()
+			}
+			in, err := o.start(ctx, p.key.project, "pool", p.entry, false)
+			if err != nil {
+				o.unreserve()
+			}
+			return in, err
 		}
 	}
 }
 
 // refill starts containers until p holds WarmPool of them (counting
-// those starting).
+// those starting), as far as MaxContainers allows.
 func (o *OnDemand) refill(p *pool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for !o.closed && !p.closed && len(p.warm)+p.filling < o.opts.WarmPool {
+	for !p.closed && len(p.warm)+p.filling < o.opts.WarmPool && o.reserveLocked() {
 		p.filling++
-		o.wg.Go(func() {
-			in, err := o.start(o.ctx, p.key.project, "pool", p.entry, false)
+		o.goBG(func() {
+			in, err := o.start(p.ctx, p.key.project, "pool", p.entry, false)
 			o.mu.Lock()
 			p.filling--
 			if err != nil {
+				o.count--
 				o.mu.Unlock()
-				if o.ctx.Err() == nil {
+				if p.ctx.Err() == nil {
 					o.log.Warn("warming a catalog container", "project", p.key.project, "server", p.entry.Name, "err", err)
 				}
 				return
 			}
-			kept := false
-			if !p.closed && !o.closed {
-				select {
-				case p.warm <- in:
-					kept = true
-				default:
-				}
-			}
+			kept := o.keepLocked(p, in)
 			o.mu.Unlock()
 			if !kept {
 				o.retire(in)
@@ -598,7 +712,8 @@ func (o *OnDemand) refill(p *pool) {
 
 // --- mcp-add and mcp-remove ------------------------------------------
 
-// session returns the state of a client session, made on first use.
+// session returns the state of a live client session, made on first use;
+// a session that ended (or a closed service) gets ErrCanceled.
 func (o *OnDemand) session(project, session string) (*sessionState, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -606,6 +721,9 @@ func (o *OnDemand) session(project, session string) (*sessionState, error) {
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
 	}
 	k := sessionKey{project, session}
+	if o.ended[k] {
+		return nil, switchboard.Errorf(switchboard.ErrCanceled, "the client session ended")
+	}
 	st := o.sessions[k]
 	if st == nil {
 		st = &sessionState{}
@@ -630,9 +748,10 @@ type AddResult struct {
 // Add activates catalog server name for a client session of project:
 // starts its container (long-lived) or its warm pool (per-call), lists
 // its tools and makes them the session's. taken reports names the
-// session already sees (the project's tools). Errors: ErrInvalid (no
-// session, no such server), ErrResourceLimit, ErrConfig (no engine, image
-// missing, secret missing), ErrUnavailable (the server did not start).
+// session already sees (the project's tools); it is called without locks.
+// Errors: ErrInvalid (no session, no such server), ErrResourceLimit,
+// ErrConfig (no engine, image missing, secret missing), ErrUnavailable
+// (the server did not start), ErrCanceled (the session ended).
 func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken func(string) bool) (AddResult, error) {
 	if session == "" {
 		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session: its tools are added to the session that asks (initialize first, or use the legacy /sse endpoint); a request without a session cannot hold them", ToolAdd)
@@ -649,33 +768,48 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 	defer st.op.Unlock()
 	res := AddResult{Server: e.Name, LongLived: e.LongLived}
 	o.mu.Lock()
+	var dead *activation
 	for _, a := range st.acts {
-		if a.entry == e && (a.inst == nil || a.inst.alive()) {
+		if a.entry != e {
+			continue
+		}
+		if a.inst == nil || a.inst.alive() {
 			o.mu.Unlock()
 			res.Already = true
 			res.Tools = toolNames(a.tools)
 			res.Message = fmt.Sprintf("%s was already added to this session", e.Name)
 			return res, nil
 		}
+		dead = a // a long-lived one whose container exited: replaced
 	}
-	if e.LongLived {
-		if o.long >= o.opts.MaxContainers {
-			o.mu.Unlock()
-			return res, switchboard.Errorf(switchboard.ErrResourceLimit, "the gateway already runs %d long-lived catalog containers (MCP_SERVER_CATALOG_MAX_CONTAINERS); %s one, or end an idle session", o.opts.MaxContainers, ToolRemove)
+	if dead != nil {
+		st.acts = slices.DeleteFunc(st.acts, func(a *activation) bool { return a == dead })
+		if len(st.acts) == 0 {
+			o.owning.Add(-1)
 		}
-		o.long++
+		o.rebuildLocked(st, nil, nil)
 	}
 	o.mu.Unlock()
+	if dead != nil {
+		o.retire(dead.inst) // gives back its slot before the new one takes one
+	}
 
 	act := &activation{entry: e}
 	if e.LongLived {
+		o.mu.Lock()
+		ok := o.reserveLocked()
+		o.mu.Unlock()
+		if !ok {
+			return res, o.errFull()
+		}
 		in, err := o.start(ctx, project, session, e, true)
 		if err != nil {
-			o.mu.Lock()
-			o.long--
-			o.mu.Unlock()
+			o.unreserve()
 			return res, err
 		}
+		o.mu.Lock()
+		o.long++
+		o.mu.Unlock()
 		act.inst = in
 		act.tools = in.mgr.Catalog().Tools
 	} else {
@@ -699,11 +833,7 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 			tools = in.mgr.Catalog().Tools
 			o.mu.Lock()
 			p.tools = tools
-			kept := false
-			if !p.closed && !o.closed && len(p.warm) < o.opts.WarmPool {
-				p.warm <- in // room checked under mu: never blocks
-				kept = true
-			}
+			kept := o.keepLocked(p, in)
 			o.mu.Unlock()
 			if !kept {
 				o.retire(in)
@@ -719,36 +849,25 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 	if st.ended || o.closed {
 		// The session ended (or the gateway is stopping) while the server
 		// started: it is nobody's.
-		var dead []*instance
+		var gone []*instance
 		if act.inst != nil {
-			dead = append(dead, act.inst)
+			gone = append(gone, act.inst)
 		}
 		if act.pool != nil {
-			dead = append(dead, o.releaseLocked(act.pool)...)
+			gone = append(gone, o.releaseLocked(act.pool)...)
 		}
 		o.mu.Unlock()
-		for _, in := range dead {
+		for _, in := range gone {
 			o.retire(in)
 		}
 		return res, switchboard.Errorf(switchboard.ErrCanceled, "the session ended while %s started", e.Name)
 	}
-	var old *activation
-	st.acts = slices.DeleteFunc(st.acts, func(a *activation) bool {
-		if a.entry == e {
-			old = a // a long-lived one whose container died
-			return true
-		}
-		return false
-	})
 	if len(st.acts) == 0 {
 		o.owning.Add(1)
 	}
 	st.acts = append(st.acts, act)
 	res.Shadowed = o.rebuildLocked(st, act, taken)
 	o.mu.Unlock()
-	if old != nil {
-		o.retire(old.inst)
-	}
 	res.Tools = toolNames(act.tools)
 	res.Message = fmt.Sprintf("added %s to this session: %d tool(s)", e.Name, len(act.tools))
 	if len(res.Tools) > 0 {
@@ -765,7 +884,8 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 
 // rebuildLocked renders st's catalog from its activations in the order
 // they were added (first wins a name) and returns the tools of act that
-// another tool shadows.
+// another tool shadows: an earlier server's, or one taken reports (the
+// project's, which win at the edge).
 func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(string) bool) []string {
 	var tools []switchboard.Tool
 	seen := map[string]bool{}
@@ -773,8 +893,6 @@ func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(s
 	for _, a := range st.acts {
 		for _, t := range a.tools {
 			if a == act && (seen[t.Name] || (taken != nil && taken(t.Name))) {
-				// The project's tools win at the edge; an earlier server's
-				// here.
 				shadowed = append(shadowed, t.Name)
 			}
 			if seen[t.Name] {
@@ -785,7 +903,7 @@ func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(s
 		}
 	}
 	st.version++
-	if len(tools) == 0 && len(st.acts) == 0 {
+	if len(st.acts) == 0 {
 		st.catalog.Store(nil)
 	} else {
 		st.catalog.Store(switchboard.NewCatalog(st.version, tools))
@@ -855,20 +973,23 @@ func (o *OnDemand) Added(project, session string) []string {
 	return out
 }
 
-// Status is the catalog's part of the gateway status.
+// OnDemandStatus is the catalog's part of the gateway status.
 type OnDemandStatus struct {
-	Servers   int      `json:"servers"`
-	Skipped   []string `json:"skipped,omitempty"`
-	Sessions  int      `json:"sessions_with_servers"`
-	LongLived int      `json:"long_lived_containers"`
-	Warm      int      `json:"warm_containers"`
+	Servers    int      `json:"servers"`
+	Skipped    []string `json:"skipped,omitempty"`
+	Sessions   int      `json:"sessions_with_servers"`
+	Containers int      `json:"containers"`
+	Max        int      `json:"max_containers"`
+	LongLived  int      `json:"long_lived_containers"`
+	Warm       int      `json:"warm_containers"`
 }
 
 // Status reports the catalog's size and the containers it runs.
 func (o *OnDemand) Status() OnDemandStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()), LongLived: o.long}
+	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()),
+		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long}
 	for _, p := range o.pools {
 		s.Warm += len(p.warm)
 	}
@@ -881,4 +1002,17 @@ func toolNames(tools []switchboard.Tool) []string {
 		out = append(out, t.Name)
 	}
 	return out
+}
+
+// redactEnv hides the values of env ("K=V" lines) in text, as a hosted
+// server's stderr is shown: a server that prints its configuration when
+// it fails must not show a secret.
+func redactEnv(text string, env []string) string {
+	for _, kv := range env {
+		_, v, _ := strings.Cut(kv, "=")
+		if len(v) >= 4 {
+			text = strings.ReplaceAll(text, v, "[redacted]")
+		}
+	}
+	return text
 }

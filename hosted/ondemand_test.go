@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
@@ -75,8 +76,9 @@ registry:
 		"no image":       {"registry:\n  a: {type: server}\n", "image is required"},
 		"bad type":       {"registry:\n  a: {type: vm, image: x:1}\n", `type "vm"`},
 		"host path":      {"registry:\n  a: {image: x:1, volumes: [\"/etc:/etc\"]}\n", "host paths"},
-		"template":       {"registry:\n  a: {image: x:1, volumes: [\"{{a.path}}:/data\"]}\n", "host paths and templates"},
-		"env template":   {"registry:\n  a: {image: x:1, env: [{name: A, value: \"{{a.b}}\"}]}\n", "templates"},
+		"two documents":  {"registry:\n  a: {image: x:1}\n---\nregistry:\n  b: {image: y:1}\n", "more than one YAML document"},
+		"dup env":        {"registry:\n  a: {image: x:1, env: [{name: A, value: b}, {name: A, value: c}]}\n", "listed twice"},
+		"two secrets":    {"registry:\n  a: {image: x:1, secrets: [{name: s, env: K}, {name: t, env: K}]}\n", "two secrets"},
 		"bad env name":   {"registry:\n  a: {image: x:1, env: [{name: 1A, value: b}]}\n", "env name"},
 		"root target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/\"]}\n", "absolute"},
 		"bad name":       {"registry:\n  \"a b\": {image: x:1}\n", "name must be"},
@@ -84,6 +86,41 @@ registry:
 		"two problems":   {"registry:\n  a: {type: server}\n  b: {image: \"bad image!\"}\n", `"b": image`},
 		"dup env/secret": {"registry:\n  a: {image: x:1, env: [{name: K, value: v}], secrets: [{name: s, env: K}]}\n", "both"},
 	}
+	// Docker's own catalogs carry fields Switchboard ignores, and entries
+	// with {{...}} templates, which are skipped (with a warning) rather
+	// than failing the file.
+	docker := `
+version: 2
+registry:
+  playwright:
+    description: Browser automation
+    title: Playwright
+    type: server
+    dateAdded: "2025-04-16T00:00:00Z"
+    image: mcp/playwright@sha256:0123
+    ref: ""
+    toolsUrl: https://example.com/tools.json
+    source: https://github.com/microsoft/playwright-mcp
+    upstream: https://github.com/microsoft/playwright-mcp
+    secrets: [{name: playwright.token, env: PW_TOKEN, example: abc}]
+    env: [{name: LOG, value: debug, example: info}]
+    prompts: 0
+    resources: {}
+  templated:
+    image: mcp/files:1
+    volumes: ["{{templated.paths|volume|into}}:/data"]
+  templated-env:
+    image: mcp/files:1
+    env: [{name: ROOT, value: "{{templated-env.root}}"}]
+`
+	dc, err := hosted.ParseCatalog(strings.NewReader(docker))
+	if err != nil {
+		t.Fatalf("a catalog in Docker's own shape: %v", err)
+	}
+	if len(dc.Entries) != 1 || dc.Entries[0].Name != "playwright" || len(dc.Warnings) != 2 || !strings.Contains(dc.Warnings[0], "templates") {
+		t.Fatalf("entries %+v warnings %q: want playwright, and the two templated entries skipped", dc.Entries, dc.Warnings)
+	}
+
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
 			_, err := hosted.ParseCatalog(strings.NewReader(tc.file))
@@ -280,16 +317,15 @@ func TestOnDemandPerCallContainers(t *testing.T) {
 	if got := callText(t, st, "s1", "read_file", `{"path":"/tmp/y"}`); strings.Contains(got, "lost") {
 		t.Fatal("a per-call container saw the previous call's file")
 	}
-	// Ending the last session using the server drains its warm pool.
+	// Ending the last session using the server drains its warm pool,
+	// refills under way included.
 	o.SessionEnded("p", "s1")
 	o.WaitRetired()
-	for _, c := range catalogContainers(t, eng) {
-		// A refill that was starting when the session ended is removed
-		// when it lands; Close (in cleanup) checks that nothing is left.
-		t.Logf("after the session ended: %s", c)
+	if left := catalogContainers(t, eng); len(left) != 0 {
+		t.Fatalf("containers after the last session using the pool ended: %v", left)
 	}
-	if s := o.Status(); s.Sessions != 0 {
-		t.Fatalf("status %+v, want no session with servers", s)
+	if s := o.Status(); s.Sessions != 0 || s.Containers != 0 || s.Warm != 0 {
+		t.Fatalf("status %+v, want no session with servers and no containers", s)
 	}
 }
 
@@ -305,7 +341,16 @@ func TestOnDemandRefusals(t *testing.T) {
 	if err := o.Remove("p", "s1", "longfix"); !errors.Is(err, switchboard.ErrInvalid) {
 		t.Fatalf("Remove of a server never added: %v, want ErrInvalid", err)
 	}
-	// A missing secret is a configuration error naming it; nothing runs.
+	// A session that ended starts nothing, even if its mcp-add raced the
+	// end and reaches the service after it.
+	o.SessionEnded("p", "gone")
+	if _, err := o.Add(ctx, "p", "gone", "longfix", nil); !errors.Is(err, switchboard.ErrCanceled) {
+		t.Fatalf("Add for an ended session: %v, want ErrCanceled", err)
+	}
+	if s := o.Status(); s.Containers != 0 {
+		t.Fatalf("status %+v after refusals, want no containers", s)
+	}
+	// No engine: a configuration error naming the variable.
 	o2 := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: nil, Catalog: o.Catalog()})
 	if _, err := o2.Add(ctx, "p", "s1", "callfix", nil); !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Fatalf("Add without an engine: %v, want ErrConfig naming DOCKER_HOST", err)
@@ -383,5 +428,133 @@ func TestCatalogToolsArguments(t *testing.T) {
 	res, err = call("mcp-find", `{"limit":1}`)
 	if err != nil || json.Unmarshal(res, &found) != nil || found.StructuredContent.Total != 2 || len(found.StructuredContent.Servers) != 1 {
 		t.Fatalf("mcp-find limit 1 = %s (%v), want 1 of 2", res, err)
+	}
+}
+
+func TestOnDemandMissingSecret(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true, secrets: [{name: fix.key, env: KEY}]}\n", image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat,
+		Secrets: func(context.Context, string) (map[string]string, error) { return map[string]string{"other": "x"}, nil }})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	_, err = o.Add(context.Background(), "p", "s1", "longfix", nil)
+	if !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "fix_key") {
+		t.Fatalf("Add with a missing secret: %v, want ErrConfig naming fix_key", err)
+	}
+	if left := catalogContainers(t, eng); len(left) != 0 {
+		t.Fatalf("containers after a refused Add: %v", left)
+	}
+}
+
+// TestOnDemandCallInFlightAtSessionEnd: a session that ends while a call
+// runs on its long-lived container loses the container at once; the call
+// fails instead of keeping it alive.
+func TestOnDemandCallInFlightAtSessionEnd(t *testing.T) {
+	o, eng, _ := onDemandEnv(t, 0)
+	ctx := context.Background()
+	if _, err := o.Add(ctx, "p", "s1", "longfix", nil); err != nil {
+		t.Fatal(err)
+	}
+	st := o.SessionTools("p")
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s1", Tool: "seq", Arguments: json.RawMessage(`{"i":1,"ms":120000}`)})
+		done <- err
+	}()
+	o.SessionEnded("p", "s1")
+	o.WaitRetired()
+	if left := catalogContainers(t, eng); len(left) != 0 {
+		t.Fatalf("containers after the session ended mid-call: %v", left)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the call on a removed container succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call on a removed container did not end")
+	}
+	if s := o.Status(); s.Containers != 0 || s.LongLived != 0 || s.Sessions != 0 {
+		t.Fatalf("status %+v, want nothing counted", s)
+	}
+}
+
+// TestOnDemandReAddAfterExit: a long-lived container that exited is
+// replaced by the next mcp-add, within the cap it held, and the session is
+// counted once.
+func TestOnDemandReAddAfterExit(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n  callfix: {image: %q, disableNetwork: true}\n", image, image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	ctx := context.Background()
+	st := o.SessionTools("p")
+	if _, err := o.Add(ctx, "p", "s1", "longfix", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The cap covers per-call containers too.
+	if _, err := o.Add(ctx, "p", "s1", "callfix", nil); !errors.Is(err, switchboard.ErrResourceLimit) {
+		t.Fatalf("a per-call server with the cap taken: %v, want ErrResourceLimit", err)
+	}
+	// The container exits (the fixture's exit tool): the call reports it.
+	if _, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s1", Tool: "exit", Arguments: json.RawMessage(`{"code":3}`)}); err == nil {
+		t.Fatal("exit answered")
+	}
+	res, err := o.Add(ctx, "p", "s1", "longfix", nil)
+	if err != nil || res.Already {
+		t.Fatalf("re-add after the container exited: %+v, %v; want a new container", res, err)
+	}
+	if got := callText(t, st, "s1", "echo", `{"text":"back"}`); !strings.Contains(got, "back") {
+		t.Fatalf("echo on the new container = %q", got)
+	}
+	o.WaitRetired()
+	if s := o.Status(); s.Sessions != 1 || s.Containers != 1 || s.LongLived != 1 {
+		t.Fatalf("status %+v, want one session, one container", s)
+	}
+	if left := catalogContainers(t, eng); len(left) != 1 {
+		t.Fatalf("containers %v, want only the new one", left)
+	}
+	o.SessionEnded("p", "s1")
+	o.WaitRetired()
+	if s := o.Status(); s.Sessions != 0 || s.Containers != 0 {
+		t.Fatalf("status after the session ended %+v", s)
+	}
+}
+
+// TestOnDemandVolumesPerProject: a catalog entry's named volume persists
+// across sessions of one project and is not shared with another project.
+func TestOnDemandVolumesPerProject(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  notes: {image: %q, longLived: true, disableNetwork: true, volumes: [\"notes:/data\"]}\n", image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	ctx := context.Background()
+	for _, k := range [][2]string{{"p", "s1"}, {"q", "s1"}} {
+		if _, err := o.Add(ctx, k[0], k[1], "notes", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callText(t, o.SessionTools("p"), "s1", "write_file", `{"path":"/data/n","text":"p's note"}`)
+	if got := callText(t, o.SessionTools("q"), "s1", "read_file", `{"path":"/data/n"}`); strings.Contains(got, "p's note") {
+		t.Fatal("project q reads project p's catalog volume")
+	}
+	o.SessionEnded("p", "s1")
+	if _, err := o.Add(ctx, "p", "s2", "notes", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, o.SessionTools("p"), "s2", "read_file", `{"path":"/data/n"}`); got != "p's note" {
+		t.Fatalf("a later session of p reads %q, want p's note", got)
 	}
 }

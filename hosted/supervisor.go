@@ -730,15 +730,7 @@ func (s *supervisor) status() switchboard.HostedStatus {
 
 // redact hides the resolved environment's values (secrets) in text the
 // container produced. Called with mu held or before the env is shared.
-func (s *supervisor) redact(text string) string {
-	for _, kv := range s.env {
-		_, v, _ := strings.Cut(kv, "=")
-		if len(v) >= 4 {
-			text = strings.ReplaceAll(text, v, "[redacted]")
-		}
-	}
-	return text
-}
+func (s *supervisor) redact(text string) string { return redactEnv(text, s.env) }
 
 var lineStart = regexp.MustCompile(`\n`)
 

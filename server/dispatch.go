@@ -182,7 +182,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress}
 		var res json.RawMessage
 		var err error
-		if s.ownsTool(session, req.Tool) {
+		if s.ownsTool(ctx, session, req.Tool) {
 			res, err = s.opts.SessionTools.CallSessionTool(ctx, req)
 		} else {
 			res, err = s.gw.Call(ctx, req)
@@ -263,8 +263,11 @@ func (s *Server) sessionCatalog(session string) *switchboard.Catalog {
 }
 
 // ownsTool reports whether a call of name on session goes to the
-// session's own tools: they have it and the project does not.
-func (s *Server) ownsTool(session, name string) bool {
+// session's own tools: they have it and the project does not. The
+// project's servers connect lazily, so a name the session owns is checked
+// against the project's tools after connecting those never tried (as a
+// tools/list would): a project tool wins whether or not it was listed yet.
+func (s *Server) ownsTool(ctx context.Context, session, name string) bool {
 	own := s.sessionCatalog(session)
 	if own == nil {
 		return false
@@ -272,7 +275,10 @@ func (s *Server) ownsTool(session, name string) bool {
 	if _, ok := own.Lookup(name); !ok {
 		return false
 	}
-	_, taken := s.gw.Catalog().Lookup(name)
+	if _, taken := s.gw.Catalog().Lookup(name); taken {
+		return false
+	}
+	_, taken := s.gw.Tools(ctx).Lookup(name)
 	return !taken
 }
 

@@ -46,22 +46,20 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 	}
 	opts := hosted.OnDemandOptions{
 		Catalog: cat, WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers,
-		Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
+		Version: version, CallTimeout: cfg.CallTimeout, MaxMessageBytes: cfg.MaxMessageBytes, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
 		Secrets: func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
 		Notify:  func(p, s string) { hub().SessionToolsChanged(p, s) },
-		ProjectCatalog: func(p string) *switchboard.Catalog {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
+		ProjectCatalog: func(ctx context.Context, p string) *switchboard.Catalog {
 			m, err := hub().Manager(ctx, p)
 			if err != nil {
 				return nil
 			}
-			return m.Catalog()
+			return m.Tools(ctx) // connects the project's servers never tried
 		},
 		Logger: log.With("component", "catalog"),
 	}
 	if !cfg.Hosted.Enabled {
-		opts.EngineErr = fmt.Errorf("containers are switched off (MCP_SERVER_HOSTED=false)")
+		opts.EngineErr = switchboard.Errorf(switchboard.ErrConfig, "containers are switched off (MCP_SERVER_HOSTED=false)")
 	} else {
 		opts.Engine = eng
 	}

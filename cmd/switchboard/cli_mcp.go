@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -122,11 +123,14 @@ func (c *cli) call(cmd cliCommand, args []string) error {
 // maxKeyValues bounds the KEY=VALUE arguments of one call.
 const maxKeyValues = 64
 
-// isKeyValue reports whether arg reads as KEY=VALUE or KEY:=JSON rather
-// than a JSON object or '-'.
+// argKey is the KEY of a KEY=VALUE or KEY:=JSON argument.
+var argKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*:?$`)
+
+// isKeyValue reports whether arg reads as KEY=VALUE or KEY:=JSON (KEY a
+// name) rather than JSON or '-'.
 func isKeyValue(arg string) bool {
 	k, _, ok := strings.Cut(arg, "=")
-	return ok && k != "" && !strings.HasPrefix(strings.TrimSpace(arg), "{")
+	return ok && argKey.MatchString(k)
 }
 
 // keyValueArgs builds the arguments object from KEY=VALUE (a string) and
@@ -148,9 +152,6 @@ func keyValueArgs(pairs []string) (json.RawMessage, error) {
 			raw = json.RawMessage(v)
 		} else {
 			raw, _ = json.Marshal(v)
-		}
-		if k == "" {
-			return nil, fmt.Errorf("%q: the key is empty", snippet([]byte(p)))
 		}
 		if _, dup := obj[k]; dup {
 			return nil, fmt.Errorf("%s is given twice", k)
