@@ -55,7 +55,9 @@ func (o *ownTools) CallSessionTool(_ context.Context, req switchboard.CallReques
 	return json.RawMessage(`{"content":[{"type":"text","text":"session ` + req.Tool + `"}]}`), nil
 }
 
-type recordObserver struct{ last atomic.Pointer[switchboard.ToolCallRecord] }
+type recordObserver struct {
+	last atomic.Pointer[switchboard.ToolCallRecord]
+}
 
 func (r *recordObserver) ObserveCall(rec switchboard.ToolCallRecord) { r.last.Store(&rec) }
 
