@@ -80,7 +80,7 @@ type OnDemand struct {
 	eng  *engine.Engine
 	cat  *Catalog
 	log  *slog.Logger
-	info atomic.Pointer[engine.Info]
+	info infoCache
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
@@ -424,18 +424,6 @@ func (o *OnDemand) unreserve() {
 	o.mu.Unlock()
 }
 
-// engineInfo caches the engine's Info (runtimes, disk quotas).
-func (o *OnDemand) engineInfo(ctx context.Context) (engine.Info, error) {
-	if info := o.info.Load(); info != nil {
-		return *info, nil
-	}
-	info, err := o.eng.Info(ctx)
-	if err != nil {
-		return engine.Info{}, err
-	}
-	o.info.Store(&info)
-	return info, nil
-}
 
 var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -465,7 +453,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	// removed here.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
 	defer cancel()
-	info, err := o.engineInfo(cctx)
+	info, err := o.info.get(cctx, o.eng)
 	if err != nil {
 		return nil, catalogErr(e, err)
 	}

@@ -87,7 +87,7 @@ type Service struct {
 	mu     sync.Mutex
 	sups   map[string]*supervisor // by row ID
 	closed bool
-	info   atomic.Pointer[engine.Info]
+	info   infoCache
 
 	persistCh chan *supervisor
 	wg        sync.WaitGroup
@@ -475,23 +475,30 @@ func expandEnv(env, secretVars, vals map[string]string) (lines, missing []string
 	return lines, slices.Compact(missing)
 }
 
-// engineInfo caches the engine's Info (disk quota support, runtimes).
-func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
-	if info := s.info.Load(); info != nil {
+// infoCache keeps the engine's Info (runtimes, disk quotas) once read:
+// it does not change while the engine runs.
+type infoCache struct{ p atomic.Pointer[engine.Info] }
+
+// get returns the cached Info, asking eng the first time.
+func (c *infoCache) get(ctx context.Context, eng *engine.Engine) (engine.Info, error) {
+	if info := c.p.Load(); info != nil {
 		return *info, nil
 	}
-	info, err := s.eng.Info(ctx)
+	info, err := eng.Info(ctx)
 	if err != nil {
 		return engine.Info{}, err
 	}
-	s.info.Store(&info)
+	c.p.Store(&info)
 	return info, nil
 }
+
+// engineInfo is the engine's Info, cached.
+func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) { return s.info.get(ctx, s.eng) }
 
 // limits reports a plan's effective limits.
 func (s *Service) limits(p plan) switchboard.HostedEffectiveLimits {
 	l := switchboard.HostedEffectiveLimits{CPU: float64(p.nanoCPUs) / 1e9, MemoryBytes: p.memoryBytes, DiskBytes: p.diskBytes, Pids: DefaultPids}
-	info := s.info.Load()
+	info := s.info.p.Load()
 	switch {
 	case info == nil:
 		l.DiskNote = "unknown until the engine answers"
