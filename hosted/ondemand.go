@@ -424,7 +424,6 @@ func (o *OnDemand) unreserve() {
 	o.mu.Unlock()
 }
 
-
 var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
 // catalogVolume is the engine volume of a catalog entry's named volume
