@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -424,16 +423,11 @@ func (o *OnDemand) unreserve() {
 	o.mu.Unlock()
 }
 
-var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
-// catalogVolume is the engine volume of a catalog entry's named volume
-// for one project: every project has its own, shared by its sessions.
+// catalogVolumeFor is the engine volume of a catalog entry's named
+// volume for one project: every project has its own, shared by its
+// sessions.
 func catalogVolumeFor(project, name string) string {
-	p := strings.Trim(volumeChars.ReplaceAllString(project, "_"), "_.-")
-	if len(p) > 64 {
-		p = p[:64]
-	}
-	return "switchboard-catalog-" + p + "-" + name
+	return "switchboard-catalog-" + volumeSlug(project, 64) + "-" + name
 }
 
 // start creates, attaches, starts and initializes a container of e for

@@ -367,16 +367,21 @@ func labels(project, rowID, name string) map[string]string {
 	return map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID, LabelProject: project, LabelServer: name}
 }
 
-var volumeSlug = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// volumeSlug turns s into text a volume name can hold, at most n bytes.
+func volumeSlug(s string, n int) string {
+	slug := strings.Trim(volumeChars.ReplaceAllString(s, "_"), "_.-")
+	if len(slug) > n {
+		slug = slug[:n]
+	}
+	return slug
+}
 
 // volumeName is the named volume of one row and container path: stable,
 // so it survives restarts, crashes and gateway restarts.
 func volumeName(rowID, path string) string {
-	slug := strings.Trim(volumeSlug.ReplaceAllString(path, "_"), "_.-")
-	if len(slug) > 40 {
-		slug = slug[:40]
-	}
-	return "switchboard-" + rowID + "-" + slug
+	return "switchboard-" + rowID + "-" + volumeSlug(path, 40)
 }
 
 // create makes a row's volumes (when missing) and a new container; any
