@@ -260,6 +260,33 @@ func (h *harness) text(tool, args string) string {
 	return resultText(h.t, res)
 }
 
+// progressTokens calls the fixture's progress tool for steps steps with
+// the client progress token "tok-1" and returns the token of every
+// progress notification the call passed on, in order.
+func (h *harness) progressTokens(steps int) []string {
+	h.t.Helper()
+	var mu sync.Mutex
+	var tokens []string
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "progress", Arguments: json.RawMessage(fmt.Sprintf(`{"steps":%d}`, steps)),
+		Meta: json.RawMessage(`{"progressToken":"tok-1"}`), OnProgress: func(p json.RawMessage) {
+			var n struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			}
+			_ = json.Unmarshal(p, &n)
+			mu.Lock()
+			tokens = append(tokens, string(n.ProgressToken))
+			mu.Unlock()
+		}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(tokens)
+}
+
 // pid returns the process id reported by the fixture tool (normally "pid"
 // or a prefixed variant).
 func (h *harness) pid(tool string) int {

@@ -368,25 +368,7 @@ func TestStreamableProgressAndListChanged(t *testing.T) {
 	h.apply(switchboard.ServerSpec{Name: "http", Transport: switchboard.TransportStreamableHTTP, URL: ts.URL})
 	h.tools()
 
-	var mu sync.Mutex
-	var tokens []string
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "progress", Arguments: json.RawMessage(`{"steps":3}`), Meta: json.RawMessage(`{"progressToken":"tok-1"}`), OnProgress: func(p json.RawMessage) {
-		var n struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		}
-		_ = json.Unmarshal(p, &n)
-		mu.Lock()
-		tokens = append(tokens, string(n.ProgressToken))
-		mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	got := tokens
-	mu.Unlock()
+	got := h.progressTokens(3)
 	if diff := cmp.Diff([]string{`"tok-1"`, `"tok-1"`, `"tok-1"`}, got); diff != "" {
 		t.Errorf("progress tokens (-want +got):\n%s", diff)
 	}

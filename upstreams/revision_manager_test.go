@@ -234,24 +234,7 @@ func TestStatelessListChanged(t *testing.T) {
 		t.Errorf("newtool = %q", got)
 	}
 
-	var mu sync.Mutex
-	var tokens []string
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	_, err := h.m.Call(ctx, switchboard.CallRequest{Tool: "progress", Arguments: json.RawMessage(`{"steps":2}`), Meta: json.RawMessage(`{"progressToken":"tok-1"}`), OnProgress: func(p json.RawMessage) {
-		var n struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		}
-		_ = json.Unmarshal(p, &n)
-		mu.Lock()
-		tokens = append(tokens, string(n.ProgressToken))
-		mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	tokens := h.progressTokens(2)
 	if strings.Join(tokens, ",") != `"tok-1","tok-1"` {
 		t.Errorf("progress tokens %v, want the client's twice", tokens)
 	}
