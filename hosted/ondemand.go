@@ -640,6 +640,12 @@ func (o *OnDemand) keepLocked(p *pool, in *instance) bool {
 // one started now. Either way the pool is topped up in the background.
 func (o *OnDemand) take(ctx context.Context, p *pool) (*instance, error) {
 	defer o.refill(p)
+	return o.get(ctx, p)
+}
+
+// get is take without the top-up: a warm container of p, or one started
+// now.
+func (o *OnDemand) get(ctx context.Context, p *pool) (*instance, error) {
 	for {
 		select {
 		case in := <-p.warm:
@@ -800,8 +806,9 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 		o.mu.Unlock()
 		if tools == nil {
 			// A fresh container lists the tools; no call ran on it, so it
-			// goes back to the pool as a warm one.
-			in, err := o.take(ctx, p)
+			// goes back to the pool as a warm one before the pool is
+			// topped up (which would otherwise start one too many).
+			in, err := o.get(ctx, p)
 			if err != nil {
 				o.mu.Lock()
 				dead := o.releaseLocked(p)
@@ -819,9 +826,8 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 			if !kept {
 				o.retire(in)
 			}
-		} else {
-			o.refill(p)
 		}
+		o.refill(p)
 		act.pool = p
 		act.tools = tools
 	}
