@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,8 +67,9 @@ func (r lightResult) perCall(d time.Duration) float64 {
 type lightTarget struct {
 	name     string
 	url      string
-	pid      int // the serving process
-	childPID int // its upstream, 0: none
+	pid      int    // the serving process
+	childPID int    // its upstream, 0: none
+	pprof    string // base URL of its MCP_SERVER_PPROF_ADDR, "": none
 }
 
 // lightSessions parses BENCH_LIGHT_SESSIONS.
@@ -118,16 +120,39 @@ func BenchmarkLight(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	servers, err := writeFixtureServers(dir)
+	servers, err := writeMCPGoServers(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	direct, err := startFixtureProc()
+	direct, err := startChildServer(envMCPGoChild + "=http")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer direct.Close()
-	gwOn, err := startGatewayProc(bin, filepath.Join(dir, "on"), "MCP_SERVER_CONFIG="+servers)
+	floorHTTP, err := startChildServer(envFloorChild + "=http")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer floorHTTP.Close()
+	floorProxy, err := startChildServer(envFloorChild + "=proxy")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer floorProxy.Close()
+	// BENCH_LIGHT_PROFILE=dir writes a CPU profile of the gateway (call
+	// log on) per session count: dir/gateway-8.pprof, for go tool pprof.
+	profDir := os.Getenv("BENCH_LIGHT_PROFILE")
+	onEnv := []string{"MCP_SERVER_CONFIG=" + servers}
+	pprofURL := ""
+	if profDir != "" {
+		port, err := freePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprofURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		onEnv = append(onEnv, fmt.Sprintf("MCP_SERVER_PPROF_ADDR=127.0.0.1:%d", port))
+	}
+	gwOn, err := startGatewayProc(bin, filepath.Join(dir, "on"), onEnv...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,13 +167,19 @@ func BenchmarkLight(b *testing.B) {
 	defer cancel()
 	targets := []*lightTarget{
 		{name: lightDirect, url: direct.URL, pid: direct.Pid()},
-		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid()},
+		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid(), pprof: pprofURL},
 		{name: lightNoLog, url: gwOff.URL, pid: gwOff.Pid()},
+		{name: lightFloorHTTP, url: floorHTTP.URL, pid: floorHTTP.Pid()},
+		{name: lightFloorProxy, url: floorProxy.URL, pid: floorProxy.Pid()},
 	}
 	var results []lightResult
 	for _, n := range lightSessions() {
 		for _, t := range targets {
-			r, err := runLight(ctx, t, n, dur)
+			prof := ""
+			if t.pprof != "" {
+				prof = filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", t.name, n))
+			}
+			r, err := runLight(ctx, t, n, dur, prof)
 			if err != nil {
 				b.Fatalf("%s, %d sessions: %v", t.name, n, err)
 			}
@@ -166,7 +197,7 @@ var pidRE = regexp.MustCompile(`"text":\s*"(\d+)"`)
 
 // runLight opens n sessions on t, warms them up and runs echo calls on
 // all of them for d.
-func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (lightResult, error) {
+func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration, profile string) (lightResult, error) {
 	tr := newTransport(n + 4)
 	defer tr.CloseIdleConnections()
 	c := &rawClient{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: t.url}
@@ -190,7 +221,7 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (ligh
 	if err := errors.Join(errs...); err != nil {
 		return lightResult{}, err
 	}
-	if t.childPID == 0 && t.name != lightDirect {
+	if t.childPID == 0 && (t.name == lightGateway || t.name == lightNoLog) {
 		var buf bytes.Buffer
 		body := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pid","arguments":{}}}`)
 		if _, _, err := c.post(ctx, sids[0], body, &buf); err != nil {
@@ -212,6 +243,11 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (ligh
 		if child0, err = procCPU(t.childPID); err != nil {
 			return lightResult{}, err
 		}
+	}
+	var profiled chan error
+	if profile != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- fetchProfile(ctx, t.pprof, d, profile) }()
 	}
 	durs := make([][]time.Duration, n)
 	start := time.Now()
@@ -235,6 +271,9 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (ligh
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if profiled != nil {
+		errs = append(errs, <-profiled)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return lightResult{}, err
 	}
@@ -258,6 +297,33 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration) (ligh
 	r.rate = float64(r.calls) / elapsed.Seconds()
 	r.lat = summarize(all)
 	return r, nil
+}
+
+// fetchProfile writes the CPU profile of the next d of the process
+// serving pprof at base to path.
+func fetchProfile(ctx context.Context, base string, d time.Duration, path string) error {
+	secs := max(1, int(d/time.Second))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // lightCall posts one echo call and checks the answer without decoding it.
@@ -303,7 +369,11 @@ func formatLight(rs []lightResult, d time.Duration) string {
 			fmt.Fprintf(&w, " (target <= 2: %s)", verdict(p99 <= 2))
 		}
 		cpu := g.perCall(g.serverCPU)
-		fmt.Fprintf(&w, "; gateway CPU %.1f µs/call with the call log on (target <= 60: %s)\n", cpu, verdict(cpu <= 60))
+		fmt.Fprintf(&w, "; gateway CPU %.1f µs/call with the call log on (target <= 60: %s)", cpu, verdict(cpu <= 60))
+		if fh, fp := byKey[lightFloorHTTP+k], byKey[lightFloorProxy+k]; fh.calls > 0 && fp.calls > 0 {
+			fmt.Fprintf(&w, ", floors here: net/http alone %.1f, a bare stdio proxy %.1f", fh.perCall(fh.serverCPU), fp.perCall(fp.serverCPU))
+		}
+		w.WriteString("\n")
 	}
 	return strings.TrimRight(w.String(), "\n")
 }
@@ -424,4 +494,14 @@ func BenchmarkHotPath(b *testing.B) {
 	summary.set("hotpath", fmt.Sprintf("hot path in-process (handler, call log on, stdio upstream): %.0f allocs/call, %.0f B/call, %.1f µs/call wall (%d calls)",
 		float64(m1.Mallocs-m0.Mallocs)/float64(b.N), float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N),
 		float64(b.Elapsed().Microseconds())/float64(b.N), b.N))
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -17,6 +17,8 @@ func TestMain(m *testing.M) {
 	// as a gateway upstream, or over HTTP as a separate "direct" process.
 	mcptest.RunIfChild()
 	runIfHTTPChild()
+	runIfFloorChild()
+	runIfMCPGoChild()
 	code := m.Run()
 	summary.print(os.Stdout)
 	os.Exit(code)

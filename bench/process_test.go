@@ -70,12 +70,19 @@ type fixtureProc struct {
 }
 
 func startFixtureProc() (*fixtureProc, error) {
+	return startChildServer(envHTTPChild + "=1")
+}
+
+// startChildServer starts this binary with mode (an environment entry
+// that makes it serve something: runIfHTTPChild, runIfFloorChild) and
+// waits for the address it prints.
+func startChildServer(mode string) (*fixtureProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envHTTPChild+"=1")
+	cmd.Env = append(os.Environ(), mode)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +48,14 @@ type Options struct {
 
 // Writer batches tool-call records into the store.
 type Writer struct {
-	store     Inserter
-	opts      Options
-	queue     chan queued
+	store Inserter
+	opts  Options
+	// qmu guards queue, the records waiting for the loop. They are handed
+	// over in batches, not one by one: the loop wakes when a batch is
+	// full (full has a token) or at FlushEvery, never once per call.
+	qmu       sync.Mutex
+	queue     []queued
+	full      chan struct{}
 	spool     *spool // nil: no crash safety
 	dropped   atomic.Int64
 	written   atomic.Int64
@@ -89,7 +95,7 @@ func New(store Inserter, opts Options) *Writer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{store: store, opts: opts, queue: make(chan queued, opts.QueueSize),
+	w := &Writer{store: store, opts: opts, full: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if opts.SpoolDir != "" {
 		sp, err := openSpool(opts.SpoolDir, opts.SpoolMaxBytes)
@@ -134,14 +140,52 @@ func (w *Writer) ObserveCall(rec switchboard.ToolCallRecord) {
 			w.spoolFailed(err)
 		}
 	}
-	select {
-	case w.queue <- queued{rec, seg}:
-	default:
+	if !w.enqueue(queued{rec, seg}) {
 		w.settle([]queued{{rec, seg}})
 		if w.dropped.Add(1)%1000 == 1 {
 			w.opts.Logger.Warn("tool-call log queue full; dropping records", "dropped_total", w.dropped.Load())
 		}
 	}
+}
+
+// enqueue adds q to the records waiting for the loop, waking it when a
+// batch is ready; false when QueueSize records already wait.
+func (w *Writer) enqueue(q queued) bool {
+	w.qmu.Lock()
+	if len(w.queue) >= w.opts.QueueSize {
+		w.qmu.Unlock()
+		return false
+	}
+	w.queue = append(w.queue, q)
+	ready := len(w.queue)%w.opts.BatchSize == 0
+	w.qmu.Unlock()
+	if ready {
+		select {
+		case w.full <- struct{}{}:
+		default: // already signalled
+		}
+	}
+	return true
+}
+
+// take hands the loop the waiting records, leaving spare (emptied) to
+// collect the next ones, so two buffers take turns without allocating.
+// Unless all, only whole batches are taken: the rest waits to fill up,
+// or for the ticker.
+func (w *Writer) take(spare []queued, all bool) []queued {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if all {
+		out := w.queue
+		w.queue = spare[:0]
+		return out
+	}
+	n := len(w.queue) - len(w.queue)%w.opts.BatchSize
+	out := append(spare[:0], w.queue[:n]...)
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
+	return out
 }
 
 // newRecordID is a record's unique id: 32 hex digits, the first 16 the
@@ -194,41 +238,34 @@ func (w *Writer) loop() {
 	defer close(w.done)
 	t := time.NewTicker(w.opts.FlushEvery)
 	defer t.Stop()
-	batch := make([]queued, 0, w.opts.BatchSize)
+	var spare []queued
 	for {
+		all := false
 		select {
-		case q := <-w.queue:
-			batch = w.add(batch, q)
+		case <-w.full:
 		case <-t.C:
-			batch = w.flush(batch)
+			all = true
 		case <-w.stop:
-			// Drain what was queued before Close, then write it.
-			for {
-				select {
-				case q := <-w.queue:
-					batch = w.add(batch, q)
-				default:
-					w.flush(batch)
-					return
-				}
-			}
+			// ObserveCall queues nothing once closed: write the rest.
+			w.flush(w.take(nil, true))
+			return
 		}
+		spare = w.flush(w.take(spare, all))
 	}
 }
 
-// add appends q to batch, writing the batch once full.
-func (w *Writer) add(batch []queued, q queued) []queued {
-	batch = append(batch, q)
-	if len(batch) >= w.opts.BatchSize {
-		batch = w.flush(batch)
-	}
-	return batch
-}
-
+// flush writes the records of batch, BatchSize per insert, and returns
+// batch emptied for reuse.
 func (w *Writer) flush(batch []queued) []queued {
-	if len(batch) == 0 {
-		return batch
+	for chunk := range slices.Chunk(batch, w.opts.BatchSize) {
+		w.write(chunk)
 	}
+	clear(batch)
+	return batch[:0]
+}
+
+// write stores one batch of at most BatchSize records.
+func (w *Writer) write(batch []queued) {
 	recs := make([]switchboard.ToolCallRecord, len(batch))
 	for i, q := range batch {
 		recs[i] = q.rec
@@ -245,8 +282,6 @@ func (w *Writer) flush(batch []queued) []queued {
 	// Dropped records are settled too: the spool keeps only what may
 	// still be stored, not what was given up with a count.
 	w.settle(batch)
-	clear(batch)
-	return batch[:0]
 }
 
 func (w *Writer) settle(batch []queued) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,13 @@ type Config struct {
 
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
+
+	// PprofAddr serves Go's runtime profiles (net/http/pprof, under
+	// /debug/pprof/) on a listener of its own, apart from the MCP and
+	// admin endpoints and without their auth. Empty, the default, is off;
+	// only a loopback address is accepted, since profiles show memory
+	// contents such as request bodies.
+	PprofAddr string `env:"MCP_SERVER_PPROF_ADDR"`
 }
 
 // Load reads the configuration through getenv, applies defaults and
@@ -188,6 +196,11 @@ func (c *Config) validate() []error {
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("MCP_SERVER_PORT", "%d is out of range 0-65535", c.Port)
+	}
+	if c.PprofAddr != "" {
+		if msg := loopbackAddr(c.PprofAddr); msg != "" {
+			bad("MCP_SERVER_PPROF_ADDR", "%s", msg)
+		}
 	}
 	positive := []struct {
 		name string
@@ -416,4 +429,23 @@ func dockerHostDescription(h string) string {
 		return u.String()
 	}
 	return h
+}
+
+// loopbackAddr checks a host:port that must stay on this machine; it
+// returns what is wrong, "" when nothing is.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port (for example 127.0.0.1:6060)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("port %q is not a number in 0-65535", port)
+	}
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Sprintf("host %q is not a loopback address (use 127.0.0.1 or [::1]): profiles show memory contents and have no auth", host)
+	}
+	return ""
 }

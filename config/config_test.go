@@ -309,3 +309,27 @@ func TestTracingConfig(t *testing.T) {
 		})
 	}
 }
+
+// Runtime profiles are served on loopback only: they have no auth.
+func TestPprofAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:6060": "",
+		"[::1]:0":        "",
+		"localhost:6060": "",
+		"0.0.0.0:6060":   "not a loopback address",
+		"10.0.0.1:6060":  "not a loopback address",
+		":6060":          "not a loopback address",
+		"6060":           "is not host:port",
+		"127.0.0.1:http": "is not a number",
+	} {
+		cfg, err := Load(envOf(map[string]string{"MCP_SERVER_PPROF_ADDR": addr}))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", addr, err)
+		case want == "" && cfg.PprofAddr != addr:
+			t.Errorf("%s: PprofAddr = %q", addr, cfg.PprofAddr)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), "MCP_SERVER_PPROF_ADDR") || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: error %v, want one naming MCP_SERVER_PPROF_ADDR and saying %q", addr, err, want)
+		}
+	}
+}

@@ -246,6 +246,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ui.Bind(root)
 	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	if cfg.PprofAddr != "" {
+		stop, err := servePprof(log, cfg.PprofAddr)
+		if err != nil {
+			_ = ln.Close()
+			closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
+			return err
+		}
+		defer stop()
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
 	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {
 		fn(ln.Addr().String())
