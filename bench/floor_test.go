@@ -27,7 +27,7 @@ import (
 // request with bytes that pass the light client's check (its own echo call
 // contains "hello").
 const (
-	envFloorChild    = "SWITCHBOARD_BENCH_FLOOR"      // "http" or "proxy"
+	envFloorChild    = "SWITCHBOARD_BENCH_FLOOR"     // "http" or "proxy"
 	envLineEchoChild = "SWITCHBOARD_BENCH_LINE_ECHO" // "1": copy stdin to stdout
 	lightFloorHTTP   = "floor-http"
 	lightFloorProxy  = "floor-proxy"
