@@ -2,14 +2,17 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/jsonscan"
 )
 
 // maxIDLen bounds a request id: ids are echoed back and used as map keys.
@@ -75,11 +78,11 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 		}
 		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "batch requests are not supported (removed in MCP 2025-06-18); send one message per POST"}
 	}
+	if !json.Valid(trimmed) {
+		return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "body is not valid JSON"}
+	}
 	var m rpcMessage
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		if !json.Valid(trimmed) {
-			return nil, &switchboard.RPCError{Code: switchboard.CodeParseError, Message: "body is not valid JSON"}
-		}
+	if err := decodeRPC(trimmed, &m); err != nil {
 		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "body must be a JSON-RPC 2.0 object with jsonrpc, method and (for requests) id"}
 	}
 	if m.JSONRPC != "2.0" {
@@ -101,6 +104,89 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 		return &m, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: `"method" is required`}
 	}
 	return &m, nil
+}
+
+// errNotString is a decoder's answer to a string member holding another
+// type, as encoding/json fails on it.
+var errNotString = errors.New("json: cannot unmarshal into a string")
+
+// decodeRPC is json.Unmarshal(b, m) for valid JSON b, without reflection
+// on the common path (jsonscan; anything it cannot tell goes to
+// encoding/json). The raw members share b's bytes.
+func decodeRPC(b []byte, m *rpcMessage) error {
+	var err error
+	ok := jsonscan.Members(b, func(k, v []byte) {
+		switch {
+		case jsonscan.KeyIs(k, "jsonrpc"):
+			err = cmp.Or(setString(&m.JSONRPC, v), err)
+		case jsonscan.KeyIs(k, "id"):
+			m.ID = v
+		case jsonscan.KeyIs(k, "method"):
+			err = cmp.Or(setString(&m.Method, v), err)
+		case jsonscan.KeyIs(k, "params"):
+			m.Params = v
+		case jsonscan.KeyIs(k, "result"):
+			m.Result = v
+		case jsonscan.KeyIs(k, "error"):
+			m.Error = v
+		}
+	})
+	if !ok {
+		*m = rpcMessage{}
+		return json.Unmarshal(b, m)
+	}
+	return err
+}
+
+// setString stores a member into a string field as encoding/json does:
+// null leaves it as it was, and anything but a string is an error.
+func setString(dst *string, v []byte) error {
+	if jsonscan.IsNull(v) {
+		return nil
+	}
+	s, ok := jsonscan.String(v)
+	if !ok {
+		return errNotString
+	}
+	*dst = s
+	return nil
+}
+
+// callParams are the params of tools/call as the edge reads them.
+type callParams struct {
+	Name      *string         `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      json.RawMessage `json:"_meta"`
+}
+
+// decodeCallParams is json.Unmarshal(b, p) for params that are part of a
+// request parseMessage validated (so valid JSON), as decodeRPC is.
+func decodeCallParams(b []byte, p *callParams) error {
+	var err error
+	ok := jsonscan.Members(b, func(k, v []byte) {
+		switch {
+		case jsonscan.KeyIs(k, "name"):
+			if jsonscan.IsNull(v) {
+				p.Name = nil
+				return
+			}
+			s, isString := jsonscan.String(v)
+			if !isString {
+				err = cmp.Or(err, errNotString)
+				return
+			}
+			p.Name = &s
+		case jsonscan.KeyIs(k, "arguments"):
+			p.Arguments = v
+		case jsonscan.KeyIs(k, "_meta"):
+			p.Meta = v
+		}
+	})
+	if !ok {
+		*p = callParams{}
+		return json.Unmarshal(b, p)
+	}
+	return err
 }
 
 // dispatch answers tools/list and tools/call for a session and returns
@@ -136,18 +222,14 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		return s.renderTools(c), nil
 	case "tools/call":
-		var p struct {
-			Name      *string         `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-			Meta      json.RawMessage `json:"_meta"`
-		}
+		var p callParams
 		ctx, span := s.startCallSpan(ctx, session)
 		defer func() { s.endCallSpan(span, p.Name) }()
 		fail := func(rpc *switchboard.RPCError) (json.RawMessage, *switchboard.RPCError) {
 			failCallSpan(span, rpc)
 			return nil, rpc
 		}
-		if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == nil {
+		if err := decodeCallParams(m.Params, &p); err != nil || p.Name == nil {
 			return fail(&switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "name" (string) and optional "arguments" (object)`})
 		}
 		args := bytes.TrimSpace(p.Arguments)

@@ -3,6 +3,7 @@ package upstreams
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/jsonscan"
 )
 
 // DefaultMaxMessageBytes bounds one JSON-RPC message from a server on any
@@ -204,7 +206,7 @@ func readLine(r *bufio.Reader, limit int64, partial func(n int64)) ([]byte, erro
 
 func (f *framer) dispatch(line []byte) {
 	var m message
-	if err := json.Unmarshal(line, &m); err != nil {
+	if err := decodeMessage(line, &m); err != nil {
 		f.log.Debug("upstream sent a line that is not JSON-RPC; ignored", "err", err)
 		return
 	}
@@ -235,6 +237,65 @@ func (f *framer) dispatch(line []byte) {
 			ch <- m
 		}
 	}
+}
+
+// errNotString is decodeMessage's answer to a string member holding
+// another type, as encoding/json fails on it.
+var errNotString = errors.New("json: cannot unmarshal into a string")
+
+// decodeMessage is json.Unmarshal(line, m), without reflection on the
+// common path: the envelope is read by jsonscan and only an error object
+// is decoded by encoding/json (as is anything jsonscan cannot tell). The
+// raw members share line's bytes, which readLine allocates per line.
+func decodeMessage(line []byte, m *message) error {
+	if !json.Valid(line) {
+		return errors.New("not valid JSON")
+	}
+	var err error
+	ok := jsonscan.Members(line, func(k, v []byte) {
+		switch {
+		case jsonscan.KeyIs(k, "jsonrpc"):
+			err = cmp.Or(setString(&m.JSONRPC, v), err)
+		case jsonscan.KeyIs(k, "id"):
+			m.ID = v
+		case jsonscan.KeyIs(k, "method"):
+			err = cmp.Or(setString(&m.Method, v), err)
+		case jsonscan.KeyIs(k, "params"):
+			m.Params = v
+		case jsonscan.KeyIs(k, "result"):
+			m.Result = v
+		case jsonscan.KeyIs(k, "error"):
+			if jsonscan.IsNull(v) {
+				m.Error = nil
+				return
+			}
+			var e rpcErrorWire
+			if m.Error != nil {
+				e = *m.Error // a repeated member updates, as encoding/json does
+			}
+			err = cmp.Or(json.Unmarshal(v, &e), err)
+			m.Error = &e
+		}
+	})
+	if !ok {
+		*m = message{}
+		return json.Unmarshal(line, m)
+	}
+	return err
+}
+
+// setString stores a member into a string field as encoding/json does:
+// null leaves it as it was, and anything but a string is an error.
+func setString(dst *string, v []byte) error {
+	if jsonscan.IsNull(v) {
+		return nil
+	}
+	s, ok := jsonscan.String(v)
+	if !ok {
+		return errNotString
+	}
+	*dst = s
+	return nil
 }
 
 // write queues one message for the writer goroutine, giving up when ctx
