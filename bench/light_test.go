@@ -43,6 +43,8 @@ const (
 	lightDirect  = "direct"
 	lightGateway = "gateway"
 	lightNoLog   = "gateway-nolog"
+	// lightBaseline is another build of the gateway (BENCH_LIGHT_BASELINE).
+	lightBaseline = "baseline"
 )
 
 // lightResult is one (target, sessions) cell.
@@ -54,6 +56,20 @@ type lightResult struct {
 	lat        latencies
 	serverCPU  time.Duration // the process answering HTTP
 	upstreamCP time.Duration // the gateway's stdio child (0 for direct)
+	elapsed    time.Duration
+	durs       []time.Duration // every call's latency
+}
+
+// merge adds round o of the same cell to r.
+func (r lightResult) merge(o lightResult) lightResult {
+	r.calls += o.calls
+	r.serverCPU += o.serverCPU
+	r.upstreamCP += o.upstreamCP
+	r.elapsed += o.elapsed
+	r.durs = append(r.durs, o.durs...)
+	r.rate = float64(r.calls) / r.elapsed.Seconds()
+	r.lat = summarize(r.durs)
+	return r
 }
 
 func (r lightResult) perCall(d time.Duration) float64 {
@@ -163,6 +179,16 @@ func BenchmarkLight(b *testing.B) {
 	}
 	defer gwOff.stop()
 
+	// BENCH_LIGHT_BASELINE=path/to/switchboard adds that build as one
+	// more target ("baseline", call log on), for a before/after in one run.
+	var baseline *gatewayProc
+	if bin := os.Getenv("BENCH_LIGHT_BASELINE"); bin != "" {
+		if baseline, err = startGatewayProc(bin, filepath.Join(dir, "baseline"), "MCP_SERVER_CONFIG="+servers); err != nil {
+			b.Fatal(err)
+		}
+		defer baseline.stop()
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	targets := []*lightTarget{
@@ -172,22 +198,40 @@ func BenchmarkLight(b *testing.B) {
 		{name: lightFloorHTTP, url: floorHTTP.URL, pid: floorHTTP.Pid()},
 		{name: lightFloorProxy, url: floorProxy.URL, pid: floorProxy.Pid()},
 	}
+	if baseline != nil {
+		targets = append(targets, &lightTarget{name: lightBaseline, url: baseline.URL, pid: baseline.Pid()})
+	}
+	// BENCH_LIGHT_ROUNDS (default 1) runs the cycle of targets that many
+	// times per session count and adds the rounds up: this machine's
+	// speed drifts within a minute, and alternating short rounds spreads
+	// the drift over every target alike.
+	rounds := envInt("BENCH_LIGHT_ROUNDS", 1)
 	var results []lightResult
 	for _, n := range lightSessions() {
-		for _, t := range targets {
-			prof := ""
-			if t.pprof != "" {
-				prof = filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", t.name, n))
+		cells := make([]lightResult, len(targets))
+		for round := range rounds {
+			for i, t := range targets {
+				prof := ""
+				if t.pprof != "" && round == 0 {
+					prof = filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", t.name, n))
+				}
+				r, err := runLight(ctx, t, n, dur, prof)
+				if err != nil {
+					b.Fatalf("%s, %d sessions: %v", t.name, n, err)
+				}
+				if round == 0 {
+					cells[i] = r
+				} else {
+					cells[i] = cells[i].merge(r)
+				}
 			}
-			r, err := runLight(ctx, t, n, dur, prof)
-			if err != nil {
-				b.Fatalf("%s, %d sessions: %v", t.name, n, err)
-			}
+		}
+		for _, r := range cells {
 			results = append(results, r)
-			b.ReportMetric(r.rate, fmt.Sprintf("%s-%d-calls/s", t.name, n))
+			b.ReportMetric(r.rate, fmt.Sprintf("%s-%d-calls/s", r.target, n))
 		}
 	}
-	summary.set("light", formatLight(results, dur))
+	summary.set("light", formatLight(results, time.Duration(rounds)*dur))
 }
 
 // lightCallBody is the tools/call request the light client posts.
@@ -221,7 +265,7 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration, profi
 	if err := errors.Join(errs...); err != nil {
 		return lightResult{}, err
 	}
-	if t.childPID == 0 && (t.name == lightGateway || t.name == lightNoLog) {
+	if t.childPID == 0 && (t.name == lightGateway || t.name == lightNoLog || t.name == lightBaseline) {
 		var buf bytes.Buffer
 		body := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pid","arguments":{}}}`)
 		if _, _, err := c.post(ctx, sids[0], body, &buf); err != nil {
@@ -293,7 +337,7 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration, profi
 	for _, l := range durs {
 		all = append(all, l...)
 	}
-	r.calls = len(all)
+	r.calls, r.durs, r.elapsed = len(all), all, elapsed
 	r.rate = float64(r.calls) / elapsed.Seconds()
 	r.lat = summarize(all)
 	return r, nil
