@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -106,10 +105,6 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 	return &m, nil
 }
 
-// errNotString is a decoder's answer to a string member holding another
-// type, as encoding/json fails on it.
-var errNotString = errors.New("json: cannot unmarshal into a string")
-
 // decodeRPC is json.Unmarshal(b, m) for valid JSON b, without reflection
 // on the common path (jsonscan; anything it cannot tell goes to
 // encoding/json). The raw members share b's bytes.
@@ -118,11 +113,11 @@ func decodeRPC(b []byte, m *rpcMessage) error {
 	ok := jsonscan.Members(b, func(k, v []byte) {
 		switch {
 		case jsonscan.KeyIs(k, "jsonrpc"):
-			err = cmp.Or(setString(&m.JSONRPC, v), err)
+			err = cmp.Or(jsonscan.SetString(&m.JSONRPC, v), err)
 		case jsonscan.KeyIs(k, "id"):
 			m.ID = v
 		case jsonscan.KeyIs(k, "method"):
-			err = cmp.Or(setString(&m.Method, v), err)
+			err = cmp.Or(jsonscan.SetString(&m.Method, v), err)
 		case jsonscan.KeyIs(k, "params"):
 			m.Params = v
 		case jsonscan.KeyIs(k, "result"):
@@ -136,20 +131,6 @@ func decodeRPC(b []byte, m *rpcMessage) error {
 		return json.Unmarshal(b, m)
 	}
 	return err
-}
-
-// setString stores a member into a string field as encoding/json does:
-// null leaves it as it was, and anything but a string is an error.
-func setString(dst *string, v []byte) error {
-	if jsonscan.IsNull(v) {
-		return nil
-	}
-	s, ok := jsonscan.String(v)
-	if !ok {
-		return errNotString
-	}
-	*dst = s
-	return nil
 }
 
 // callParams are the params of tools/call as the edge reads them.
@@ -172,7 +153,7 @@ func decodeCallParams(b []byte, p *callParams) error {
 			}
 			s, isString := jsonscan.String(v)
 			if !isString {
-				err = cmp.Or(err, errNotString)
+				err = cmp.Or(err, jsonscan.ErrNotString)
 				return
 			}
 			p.Name = &s

@@ -239,10 +239,6 @@ func (f *framer) dispatch(line []byte) {
 	}
 }
 
-// errNotString is decodeMessage's answer to a string member holding
-// another type, as encoding/json fails on it.
-var errNotString = errors.New("json: cannot unmarshal into a string")
-
 // decodeMessage is json.Unmarshal(line, m), without reflection on the
 // common path: the envelope is read by jsonscan and only an error object
 // is decoded by encoding/json (as is anything jsonscan cannot tell). The
@@ -255,11 +251,11 @@ func decodeMessage(line []byte, m *message) error {
 	ok := jsonscan.Members(line, func(k, v []byte) {
 		switch {
 		case jsonscan.KeyIs(k, "jsonrpc"):
-			err = cmp.Or(setString(&m.JSONRPC, v), err)
+			err = cmp.Or(jsonscan.SetString(&m.JSONRPC, v), err)
 		case jsonscan.KeyIs(k, "id"):
 			m.ID = v
 		case jsonscan.KeyIs(k, "method"):
-			err = cmp.Or(setString(&m.Method, v), err)
+			err = cmp.Or(jsonscan.SetString(&m.Method, v), err)
 		case jsonscan.KeyIs(k, "params"):
 			m.Params = v
 		case jsonscan.KeyIs(k, "result"):
@@ -282,20 +278,6 @@ func decodeMessage(line []byte, m *message) error {
 		return json.Unmarshal(line, m)
 	}
 	return err
-}
-
-// setString stores a member into a string field as encoding/json does:
-// null leaves it as it was, and anything but a string is an error.
-func setString(dst *string, v []byte) error {
-	if jsonscan.IsNull(v) {
-		return nil
-	}
-	s, ok := jsonscan.String(v)
-	if !ok {
-		return errNotString
-	}
-	*dst = s
-	return nil
 }
 
 // write queues one message for the writer goroutine, giving up when ctx

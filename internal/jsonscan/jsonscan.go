@@ -13,6 +13,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -104,6 +105,24 @@ func String(val []byte) (s string, ok bool) {
 		}
 	}
 	return string(inner), true
+}
+
+// ErrNotString is SetString's answer to a member holding another type,
+// where encoding/json fails on it.
+var ErrNotString = errors.New("json: cannot unmarshal a non-string into a string field")
+
+// SetString stores a member's value into a string field as encoding/json
+// does: null leaves it as it was, and anything but a string is an error.
+func SetString(dst *string, val []byte) error {
+	if IsNull(val) {
+		return nil
+	}
+	s, ok := String(val)
+	if !ok {
+		return ErrNotString
+	}
+	*dst = s
+	return nil
 }
 
 // IsNull reports whether val is the literal null.
