@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,10 +27,14 @@ import (
 // JSON decoding of answers beyond a substring check) posts tools/call for
 // echo against
 //
-//   - "direct": the fixture served over streamable HTTP by its own process,
+//   - "direct": the mcp-go echo server (mcpgo_test.go) over streamable
+//     HTTP, in its own process,
 //   - "gateway": a separately built and started gateway process (call log
-//     on, as by default) whose upstream is the fixture on stdio,
+//     on, as by default) whose upstream is that server on stdio,
 //   - "gateway-nolog": the same with MCP_SERVER_CALL_LOG=false,
+//   - "floor-http" and "floor-proxy": bare net/http servers, alone and in
+//     front of a line-echoing child (floor_test.go),
+//   - "baseline": another gateway build, with BENCH_LIGHT_BASELINE,
 //
 // at BENCH_LIGHT_SESSIONS (default 1,8,64) concurrent sessions for
 // BENCH_LIGHT_SECONDS (default 3) each, alternating targets per session
@@ -104,22 +107,6 @@ func lightSessions() []int {
 		out = append(out, n)
 	}
 	return out
-}
-
-// writeFixtureServers writes a servers file with one stdio upstream,
-// "fixture": this test binary as the fixture server.
-func writeFixtureServers(dir string) (string, error) {
-	spec, err := fixtureSpec("fixture", 0)
-	if err != nil {
-		return "", err
-	}
-	doc := map[string]any{"mcpServers": map[string]any{"fixture": map[string]any{"command": spec.Command, "env": spec.Env}}}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return "", err
-	}
-	file := filepath.Join(dir, "servers.json")
-	return file, os.WriteFile(file, b, 0o600)
 }
 
 // BenchmarkLight runs the whole light-client matrix once (it ignores b.N:
