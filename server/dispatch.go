@@ -109,27 +109,16 @@ func parseMessage(body []byte) (*rpcMessage, *switchboard.RPCError) {
 // on the common path (jsonscan; anything it cannot tell goes to
 // encoding/json). The raw members share b's bytes.
 func decodeRPC(b []byte, m *rpcMessage) error {
-	var err error
-	ok := jsonscan.Members(b, func(k, v []byte) {
-		switch {
-		case jsonscan.KeyIs(k, "jsonrpc"):
-			err = cmp.Or(jsonscan.SetString(&m.JSONRPC, v), err)
-		case jsonscan.KeyIs(k, "id"):
-			m.ID = v
-		case jsonscan.KeyIs(k, "method"):
-			err = cmp.Or(jsonscan.SetString(&m.Method, v), err)
-		case jsonscan.KeyIs(k, "params"):
-			m.Params = v
-		case jsonscan.KeyIs(k, "result"):
-			m.Result = v
-		case jsonscan.KeyIs(k, "error"):
-			m.Error = v
-		}
+	var e jsonscan.Envelope
+	ok, err := jsonscan.DecodeEnvelope(b, &e, func(v []byte) error {
+		m.Error = v
+		return nil
 	})
 	if !ok {
 		*m = rpcMessage{}
 		return json.Unmarshal(b, m)
 	}
+	m.JSONRPC, m.Method, m.ID, m.Params, m.Result = e.JSONRPC, e.Method, e.ID, e.Params, e.Result
 	return err
 }
 
@@ -148,12 +137,12 @@ func decodeCallParams(b []byte, p *callParams) error {
 		switch {
 		case jsonscan.KeyIs(k, "name"):
 			if jsonscan.IsNull(v) {
-				p.Name = nil
+				p.Name = nil // a pointer, unlike a string, is reset by null
 				return
 			}
-			s, isString := jsonscan.String(v)
-			if !isString {
-				err = cmp.Or(err, jsonscan.ErrNotString)
+			var s string
+			if e := jsonscan.SetString(&s, v); e != nil {
+				err = cmp.Or(err, e)
 				return
 			}
 			p.Name = &s

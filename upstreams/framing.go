@@ -3,7 +3,6 @@ package upstreams
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,36 +246,24 @@ func decodeMessage(line []byte, m *message) error {
 	if !json.Valid(line) {
 		return errors.New("not valid JSON")
 	}
-	var err error
-	ok := jsonscan.Members(line, func(k, v []byte) {
-		switch {
-		case jsonscan.KeyIs(k, "jsonrpc"):
-			err = cmp.Or(jsonscan.SetString(&m.JSONRPC, v), err)
-		case jsonscan.KeyIs(k, "id"):
-			m.ID = v
-		case jsonscan.KeyIs(k, "method"):
-			err = cmp.Or(jsonscan.SetString(&m.Method, v), err)
-		case jsonscan.KeyIs(k, "params"):
-			m.Params = v
-		case jsonscan.KeyIs(k, "result"):
-			m.Result = v
-		case jsonscan.KeyIs(k, "error"):
-			if jsonscan.IsNull(v) {
-				m.Error = nil
-				return
-			}
-			var e rpcErrorWire
-			if m.Error != nil {
-				e = *m.Error // a repeated member updates, as encoding/json does
-			}
-			err = cmp.Or(json.Unmarshal(v, &e), err)
-			m.Error = &e
+	var e jsonscan.Envelope
+	ok, err := jsonscan.DecodeEnvelope(line, &e, func(v []byte) error {
+		if jsonscan.IsNull(v) {
+			m.Error = nil
+			return nil
 		}
+		var ew rpcErrorWire
+		if m.Error != nil {
+			ew = *m.Error // a repeated member updates, as encoding/json does
+		}
+		m.Error = &ew
+		return json.Unmarshal(v, &ew)
 	})
 	if !ok {
 		*m = message{}
 		return json.Unmarshal(line, m)
 	}
+	m.JSONRPC, m.Method, m.ID, m.Params, m.Result = e.JSONRPC, e.Method, e.ID, e.Params, e.Result
 	return err
 }
 

@@ -12,6 +12,7 @@
 package jsonscan
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
@@ -66,6 +67,41 @@ func Members(doc []byte, fn func(key, val []byte)) bool {
 		i = skipSpace(doc, i+1)
 	}
 	return true
+}
+
+// Envelope is a JSON-RPC 2.0 message as the hot path reads it: the
+// strings decoded, the other members raw, sharing the document's bytes.
+type Envelope struct {
+	JSONRPC, Method    string
+	ID, Params, Result []byte
+}
+
+// DecodeEnvelope reads the valid JSON doc into e as json.Unmarshal reads
+// it into fields tagged jsonrpc, id, method, params and result (keys
+// matched without regard to ASCII case, the last of equal keys winning,
+// null leaving a string as it was). The error member, null included, is
+// handed to onError, since each side keeps it in its own form. ok is
+// false when Members cannot tell (then e is incomplete and the caller
+// decodes doc with encoding/json); err is what json.Unmarshal would fail
+// with, or onError's.
+func DecodeEnvelope(doc []byte, e *Envelope, onError func(val []byte) error) (ok bool, err error) {
+	ok = Members(doc, func(k, v []byte) {
+		switch {
+		case KeyIs(k, "jsonrpc"):
+			err = cmp.Or(SetString(&e.JSONRPC, v), err)
+		case KeyIs(k, "id"):
+			e.ID = v
+		case KeyIs(k, "method"):
+			err = cmp.Or(SetString(&e.Method, v), err)
+		case KeyIs(k, "params"):
+			e.Params = v
+		case KeyIs(k, "result"):
+			e.Result = v
+		case KeyIs(k, "error"):
+			err = cmp.Or(onError(v), err)
+		}
+	})
+	return ok, err
 }
 
 // KeyIs reports whether key names field as encoding/json matches it for
