@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -146,18 +145,15 @@ func BenchmarkLight(b *testing.B) {
 	// log on) per session count: dir/gateway-8.pprof, for go tool pprof.
 	profDir := os.Getenv("BENCH_LIGHT_PROFILE")
 	onEnv := []string{"MCP_SERVER_CONFIG=" + servers}
-	pprofURL := ""
 	if profDir != "" {
-		port, err := freePort()
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprofURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-		onEnv = append(onEnv, fmt.Sprintf("MCP_SERVER_PPROF_ADDR=127.0.0.1:%d", port))
+		onEnv = append(onEnv, "MCP_SERVER_PPROF_ADDR=127.0.0.1:0")
 	}
 	gwOn, err := startGatewayProc(bin, filepath.Join(dir, "on"), onEnv...)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if profDir != "" && gwOn.Pprof == "" {
+		b.Fatal("BENCH_LIGHT_PROFILE: the gateway logged no profile listener")
 	}
 	defer gwOn.stop()
 	gwOff, err := startGatewayProc(bin, filepath.Join(dir, "off"), "MCP_SERVER_CONFIG="+servers, "MCP_SERVER_CALL_LOG=false")
@@ -180,7 +176,7 @@ func BenchmarkLight(b *testing.B) {
 	defer cancel()
 	targets := []*lightTarget{
 		{name: lightDirect, url: direct.URL, pid: direct.Pid()},
-		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid(), pprof: pprofURL},
+		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid(), pprof: gwOn.Pprof},
 		{name: lightNoLog, url: gwOff.URL, pid: gwOff.Pid()},
 		{name: lightFloorHTTP, url: floorHTTP.URL, pid: floorHTTP.Pid()},
 		{name: lightFloorProxy, url: floorProxy.URL, pid: floorProxy.Pid()},
@@ -533,14 +529,4 @@ func BenchmarkHotPath(b *testing.B) {
 	summary.set("hotpath", fmt.Sprintf("hot path in-process (handler, call log on, stdio upstream): %.0f allocs/call, %.0f B/call, %.1f µs/call wall (%d calls)",
 		float64(m1.Mallocs-m0.Mallocs)/float64(b.N), float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N),
 		float64(b.Elapsed().Microseconds())/float64(b.N), b.N))
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -142,11 +142,16 @@ type gatewayProc struct {
 	cmd    *exec.Cmd
 	Base   string // http://127.0.0.1:PORT
 	URL    string // Base + /mcp
+	Pprof  string // http://ADDR of MCP_SERVER_PPROF_ADDR when set, "" otherwise
 	stderr *tail
 	exited chan struct{}
 }
 
-var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+var (
+	listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+	// The profile listener is logged before the main one (run.go).
+	pprofRE = regexp.MustCompile(`msg="serving runtime profiles" addr=(\S+)`)
+)
 
 // startGatewayProc starts bin with MCP_SERVER_PORT=0 and no servers file
 // (the built-in demo server, connected lazily, so it never starts here) and
@@ -182,6 +187,9 @@ func startGatewayProc(bin, dataDir string, extraEnv ...string) (*gatewayProc, er
 			line := sc.Text()
 			p.stderr.add(line)
 			if !found {
+				if m := pprofRE.FindStringSubmatch(line); m != nil {
+					p.Pprof = "http://" + m[1] // read after addr is received
+				}
 				if m := listeningRE.FindStringSubmatch(line); m != nil {
 					found = true
 					addr <- m[1]
