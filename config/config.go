@@ -299,11 +299,15 @@ func ParseLevel(s string) (slog.Level, error) {
 func (c Config) Addr() string { return net.JoinHostPort(c.Host, fmt.Sprint(c.Port)) }
 
 // IsLoopback reports whether the gateway binds to a loopback address only.
-func (c Config) IsLoopback() bool {
-	if c.Host == "localhost" {
+func (c Config) IsLoopback() bool { return loopbackHost(c.Host) }
+
+// loopbackHost reports whether host names this machine only: localhost
+// or a loopback IP.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(c.Host)
+	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
 
@@ -441,10 +445,7 @@ func loopbackAddr(addr string) string {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Sprintf("port %q is not a number in 0-65535", port)
 	}
-	if host == "localhost" {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !loopbackHost(host) {
 		return fmt.Sprintf("host %q is not a loopback address (use 127.0.0.1 or [::1]): profiles show memory contents and have no auth", host)
 	}
 	return ""
