@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -60,12 +59,6 @@ func runIfFloorChild() {
 		fmt.Fprintf(os.Stderr, "bench floor: unknown mode %q\n", mode)
 		os.Exit(1)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench floor:", err)
-		os.Exit(1)
-	}
-	fmt.Println(ln.Addr().String())
 	initialized := []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"` + protocolVersion + `","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"}}}`)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -85,15 +78,7 @@ func runIfFloorChild() {
 			_, _ = w.Write(answer(body))
 		}
 	})
-	go func() { _ = http.Serve(ln, h) }()
-	waitStdinEOF()
-}
-
-// waitStdinEOF exits when stdin ends: the benchmark closes it to stop a
-// child server.
-func waitStdinEOF() {
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	os.Exit(0)
+	serveChild("bench floor", h)
 }
 
 // lineEcho is a child that echoes lines; calls are matched to answers in

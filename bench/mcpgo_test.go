@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,14 +54,7 @@ func runIfMCPGoChild() {
 		}
 		os.Exit(0)
 	case "http":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench mcp-go echo:", err)
-			os.Exit(1)
-		}
-		fmt.Println(ln.Addr().String())
-		go func() { _ = http.Serve(ln, server.NewStreamableHTTPServer(s)) }()
-		waitStdinEOF()
+		serveChild("bench mcp-go echo", server.NewStreamableHTTPServer(s))
 	}
 	fmt.Fprintf(os.Stderr, "bench mcp-go echo: unknown mode %q\n", mode)
 	os.Exit(1)

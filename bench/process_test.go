@@ -50,13 +50,20 @@ func runIfHTTPChild() {
 	if os.Getenv(envHTTPChild) != "1" {
 		return
 	}
+	serveChild("bench fixture", mcptest.StreamableHandler(mcptest.Options{}))
+}
+
+// serveChild is the life of a child server (startChildServer): it serves
+// h on 127.0.0.1:0, prints the address on stdout, and exits when stdin
+// ends, which is how the benchmark stops it.
+func serveChild(name string, h http.Handler) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench fixture:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
 	fmt.Println(ln.Addr().String())
-	go func() { _ = http.Serve(ln, mcptest.StreamableHandler(mcptest.Options{})) }()
+	go func() { _ = http.Serve(ln, h) }()
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
 }
