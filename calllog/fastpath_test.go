@@ -1,11 +1,8 @@
 package calllog
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // The fast path must say exactly what the regexp says, or a secret-named
@@ -66,50 +63,4 @@ func BenchmarkRedactFastPath(b *testing.B) {
 			}
 		}
 	})
-}
-
-// encodeLine is built by hand; it must decode to what json.Marshal of the
-// same spoolLine decodes to, whatever the strings hold.
-func checkEncodeLine(t *testing.T, s string, code int) {
-	t.Helper()
-	rec := record(3, "")
-	rec.Session, rec.Tool, rec.Code = s, s, code
-	rec.Arguments = json.RawMessage(s)
-	got, err := encodeLine(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := string(rec.Arguments)
-	want, err := json.Marshal(spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server,
-		Tool: rec.Tool, Arguments: &a, Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !json.Valid(got[:len(got)-1]) || got[len(got)-1] != '\n' {
-		t.Fatalf("encodeLine(%q) = %q: not one JSON line", s, got)
-	}
-	var g, w spoolLine
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(w, g); diff != "" {
-		t.Fatalf("encodeLine(%q) decodes differently from json.Marshal (-want +got):\n%s", s, diff)
-	}
-}
-
-func TestEncodeLine(t *testing.T) {
-	for _, s := range []string{"", `{"text":"hello"}`, "a\"b\\c\n\r\t\x00\x1f\x7f", "é\u2028<>&", "\xff\xfe bad utf-8", `\u00e9`} {
-		checkEncodeLine(t, s, -32602)
-		checkEncodeLine(t, s, 0)
-	}
-}
-
-func FuzzEncodeLine(f *testing.F) {
-	for _, s := range []string{`{"text":"hi"}`, "\x00\"\\", "é\xff"} {
-		f.Add(s, 0)
-	}
-	f.Fuzz(func(t *testing.T, s string, code int) { checkEncodeLine(t, s, code) })
 }

@@ -12,11 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -76,81 +74,16 @@ type spoolLine struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// encodeLine renders rec as a spool line: what json.Marshal of its
-// spoolLine gives (the same members, decoded by decodeLine alike), built
-// by hand because it runs on every call.
 func encodeLine(rec switchboard.ToolCallRecord) ([]byte, error) {
-	b := make([]byte, 0, 192+len(rec.Arguments)+len(rec.Session))
-	b = append(b, `{"record_id":`...)
-	b = appendJSONString(b, rec.RecordID)
-	b = append(b, `,"project":`...)
-	b = appendJSONString(b, rec.ProjectID)
-	for _, f := range [...]struct{ key, val string }{
-		{`,"session":`, rec.Session}, {`,"server":`, rec.Server}, {`,"tool":`, rec.Tool},
-	} {
-		if f.val != "" {
-			b = append(b, f.key...)
-			b = appendJSONString(b, f.val)
-		}
-	}
+	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool,
+		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt}
 	if rec.Arguments != nil {
-		b = append(b, `,"arguments":`...)
-		b = appendJSONString(b, string(rec.Arguments))
+		a := string(rec.Arguments)
+		l.Arguments = &a
 	}
-	b = append(b, `,"outcome":`...)
-	b = appendJSONString(b, rec.Outcome)
-	if rec.Code != 0 {
-		b = append(b, `,"code":`...)
-		b = strconv.AppendInt(b, int64(rec.Code), 10)
-	}
-	b = append(b, `,"duration_ns":`...)
-	b = strconv.AppendInt(b, int64(rec.Duration), 10)
-	b = append(b, `,"started_at":`...)
-	t, err := rec.StartedAt.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b = append(b, t...)
-	return append(b, "}\n"...), nil
+	b, err := json.Marshal(l)
+	return append(b, '\n'), err
 }
-
-// appendJSONString appends s as a JSON string. ASCII is escaped here;
-// a string with other bytes goes through json.Marshal, which also turns
-// invalid UTF-8 into U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
 
 func decodeLine(b []byte) (switchboard.ToolCallRecord, error) {
 	var l spoolLine
