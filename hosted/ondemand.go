@@ -277,12 +277,7 @@ func (o *OnDemand) SessionEnded(project, session string) {
 	st.catalog.Store(nil)
 	var insts []*instance
 	for _, a := range acts {
-		if a.inst != nil {
-			insts = append(insts, a.inst)
-		}
-		if a.pool != nil {
-			insts = append(insts, o.releaseLocked(a.pool)...)
-		}
+		insts = append(insts, o.detachLocked(a)...)
 	}
 	o.mu.Unlock()
 	for _, in := range insts {
@@ -599,6 +594,20 @@ func (o *OnDemand) acquireLocked(project string, e *CatalogEntry) *pool {
 	return p
 }
 
+// detachLocked lets go of an activation: its long-lived container, and
+// its pool's warm containers if it was the pool's last user, are returned
+// to be retired once o.mu is released.
+func (o *OnDemand) detachLocked(a *activation) []*instance {
+	var out []*instance
+	if a.inst != nil {
+		out = append(out, a.inst)
+	}
+	if a.pool != nil {
+		out = append(out, o.releaseLocked(a.pool)...)
+	}
+	return out
+}
+
 // releaseLocked drops one user of p; the last one closes it and returns
 // its warm containers to retire.
 func (o *OnDemand) releaseLocked(p *pool) []*instance {
@@ -836,13 +845,7 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 	if st.ended || o.closed {
 		// The session ended (or the gateway is stopping) while the server
 		// started: it is nobody's.
-		var gone []*instance
-		if act.inst != nil {
-			gone = append(gone, act.inst)
-		}
-		if act.pool != nil {
-			gone = append(gone, o.releaseLocked(act.pool)...)
-		}
+		gone := o.detachLocked(act)
 		o.mu.Unlock()
 		for _, in := range gone {
 			o.retire(in)
@@ -930,13 +933,7 @@ func (o *OnDemand) Remove(project, session, name string) error {
 		o.owning.Add(-1)
 	}
 	o.rebuildLocked(st, nil, nil)
-	var dead []*instance
-	if gone.inst != nil {
-		dead = append(dead, gone.inst)
-	}
-	if gone.pool != nil {
-		dead = append(dead, o.releaseLocked(gone.pool)...)
-	}
+	dead := o.detachLocked(gone)
 	o.mu.Unlock()
 	for _, in := range dead {
 		o.retire(in)
