@@ -33,6 +33,7 @@ type Store interface {
 	ToolCallStore
 	SecretStore
 	TokenStore
+	LeaseStore
 	// Close releases the store's connections; it is safe to call twice.
 	Close() error
 }
@@ -439,4 +440,43 @@ func hasNUL(v any) bool {
 		}
 	}
 	return false
+}
+
+// Lease is a named claim that one gateway process holds until ExpiresAt
+// unless it renews it: how a process proves, to itself after a restart
+// and to replicas sharing the store, that what it runs on the engine is
+// still its own.
+type Lease struct {
+	Name      string // what is claimed: "gateway/<holder>" for a process itself
+	Holder    string // the claiming process's owner id
+	ExpiresAt time.Time
+}
+
+// LeaseStore keeps leases. Expiry is judged by the database's clock, so
+// replicas on hosts whose clocks differ agree on it.
+type LeaseStore interface {
+	// AcquireLease gives name to holder for ttl from now when it is free,
+	// expired or already holder's (a renewal), and returns the lease.
+	// Errors: ErrInvalid (empty name or holder, ttl not positive),
+	// ErrConflict (another holder's unexpired lease; the message names
+	// the holder).
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends holder's lease on name; a lease that is missing
+	// or held by another is left as it is, without an error.
+	ReleaseLease(ctx context.Context, name, holder string) error
+	// ListLeases returns the unexpired leases whose name starts with
+	// prefix, ordered by name.
+	ListLeases(ctx context.Context, prefix string) ([]Lease, error)
+}
+
+// ValidLease reports ErrInvalid when no store would accept a lease on
+// name by holder for ttl.
+func ValidLease(name, holder string, ttl time.Duration) error {
+	if name == "" || holder == "" {
+		return Errorf(ErrInvalid, "lease: a name and a holder are required")
+	}
+	if ttl <= 0 {
+		return Errorf(ErrInvalid, "lease: the time to live must be positive")
+	}
+	return checkText("lease", "name", name, "holder", holder)
 }

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) switchboard.Store) {
 		{"ToolCallsReplay", testToolCallsReplay},
 		{"Secrets", testSecrets},
 		{"Tokens", testTokens},
+		{"Leases", testLeases},
 		{"CloseTwice", testCloseTwice},
 	}
 	for _, tt := range tests {
@@ -1045,5 +1046,65 @@ func testCloseTwice(t *testing.T, s switchboard.Store) {
 	_, err := s.GetProject(ctx(t), "p")
 	if err == nil {
 		t.Error("GetProject on a closed store succeeded")
+	}
+}
+
+// testLeases: a lease is taken, renewed only by its holder, refused to
+// others until it expires or is released, and listed while unexpired.
+func testLeases(t *testing.T, s switchboard.Store) {
+	const ttl = time.Minute
+	a := must(s.AcquireLease(ctx(t), "gateway/a", "a", ttl))(t)
+	if a.Holder != "a" || a.Name != "gateway/a" || time.Until(a.ExpiresAt) <= ttl/2 || time.Until(a.ExpiresAt) > 2*ttl {
+		t.Fatalf("AcquireLease = %+v, want holder a expiring in about %s", a, ttl)
+	}
+	renewed := must(s.AcquireLease(ctx(t), "gateway/a", "a", 2*ttl))(t)
+	if !renewed.ExpiresAt.After(a.ExpiresAt) {
+		t.Errorf("renewal kept expiry %s, want later than %s", renewed.ExpiresAt, a.ExpiresAt)
+	}
+	if _, err := s.AcquireLease(ctx(t), "gateway/a", "b", ttl); !errors.Is(err, switchboard.ErrConflict) {
+		t.Fatalf("another holder's AcquireLease: err = %v, want ErrConflict", err)
+	} else if !strings.Contains(switchboard.Message(err), "a") {
+		t.Errorf("conflict message %q does not name the holder", switchboard.Message(err))
+	}
+	for _, bad := range []struct {
+		name, holder string
+		ttl          time.Duration
+	}{{"", "a", ttl}, {"x", "", ttl}, {"x", "a", 0}, {"x\x00", "a", ttl}} {
+		if _, err := s.AcquireLease(ctx(t), bad.name, bad.holder, bad.ttl); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("AcquireLease(%q, %q, %s): err = %v, want ErrInvalid", bad.name, bad.holder, bad.ttl, err)
+		}
+	}
+	// An expired lease is listed no more and goes to whoever asks.
+	must(s.AcquireLease(ctx(t), "gateway/c", "c", time.Millisecond))(t)
+	must(s.AcquireLease(ctx(t), "other/x", "a", ttl))(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list := must(s.ListLeases(ctx(t), "gateway/"))(t)
+		names := []string{}
+		for _, l := range list {
+			names = append(names, l.Name)
+		}
+		if cmp.Equal([]string{"gateway/a"}, names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ListLeases(gateway/) = %v, want only gateway/a once gateway/c expired", names)
+		}
+		time.Sleep(time.Millisecond) // the 1 ms lease's own expiry, not a state
+	}
+	if l := must(s.AcquireLease(ctx(t), "gateway/c", "d", ttl))(t); l.Holder != "d" {
+		t.Errorf("taking an expired lease: holder %q, want d", l.Holder)
+	}
+	// Release: only by the holder.
+	must(0, s.ReleaseLease(ctx(t), "gateway/a", "b"))(t)
+	if _, err := s.AcquireLease(ctx(t), "gateway/a", "b", ttl); !errors.Is(err, switchboard.ErrConflict) {
+		t.Fatalf("a release by a non-holder freed the lease: err = %v", err)
+	}
+	must(0, s.ReleaseLease(ctx(t), "gateway/a", "a"))(t)
+	if l := must(s.AcquireLease(ctx(t), "gateway/a", "b", ttl))(t); l.Holder != "b" {
+		t.Errorf("after release: holder %q, want b", l.Holder)
+	}
+	if list := must(s.ListLeases(ctx(t), ""))(t); len(list) != 3 {
+		t.Errorf("ListLeases(\"\") = %+v, want 3 leases", list)
 	}
 }
