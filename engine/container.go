@@ -122,7 +122,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	init := true
 	cfg := &container.Config{
 		Image: s.Image, Cmd: s.Cmd, Entrypoint: s.Entrypoint, Env: s.Env, WorkingDir: s.WorkingDir,
-		User: s.User, Labels: e.labels(s.Labels), StopTimeout: &stop,
+		User: s.User, Labels: e.containerLabels(s.Labels), StopTimeout: &stop,
 		OpenStdin: s.Stdin, StdinOnce: false, AttachStdin: s.Stdin, AttachStdout: s.Stdin, AttachStderr: s.Stdin,
 	}
 	if network == "none" {
@@ -355,9 +355,56 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]State, e
 
 func switchboardNotFound(err error) bool { return errors.Is(err, switchboard.ErrNotFound) }
 
-// Reap removes this instance's containers carrying labels for which keep
-// returns false, and returns their ids. keep may be nil (remove all).
-func (e *Engine) Reap(ctx context.Context, labels map[string]string, keep func(State) bool) ([]string, error) {
+// RemoveOwned removes this process's containers carrying labels (its
+// own only: another gateway's, live or not, are left to Sweep) and
+// returns their ids.
+func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]string, error) {
+	l := map[string]string{LabelOwner: e.owner}
+	for k, v := range labels {
+		l[k] = v
+	}
+	if e.owner == "" {
+		return nil, switchboard.Errorf(switchboard.ErrInternal, "engine: RemoveOwned needs an owner id")
+	}
+	return e.remove(ctx, l, nil)
+}
+
+// Sweep removes this instance's containers whose owner is not alive: a
+// gateway process that ended without removing them (killed with -9), or
+// none at all (an older gateway's, a command's). Those of this process and
+// of every owner alive reports true for stay; when alive fails, the owner
+// is taken to be alive. It returns what it removed.
+func (e *Engine) Sweep(ctx context.Context, alive func(ctx context.Context, owner string) (bool, error)) ([]State, error) {
+	verdict := map[string]bool{}
+	var removed []State
+	ids, err := e.remove(ctx, nil, func(st State) bool {
+		o := st.Labels[LabelOwner]
+		if e.owner != "" && o == e.owner {
+			return true
+		}
+		v, ok := verdict[o]
+		if !ok {
+			a, err := alive(ctx, o)
+			if err != nil {
+				e.log.Warn("engine: cannot tell whether a container's owner is alive; keeping its containers", "owner", o, "err", err)
+				a = true
+			}
+			verdict[o], v = a, a
+		}
+		if !v {
+			removed = append(removed, st)
+		}
+		return v
+	})
+	if len(ids) < len(removed) {
+		removed = removed[:len(ids)]
+	}
+	return removed, err
+}
+
+// remove removes this instance's containers carrying labels for which
+// keep returns false (all when keep is nil), and returns their ids.
+func (e *Engine) remove(ctx context.Context, labels map[string]string, keep func(State) bool) ([]string, error) {
 	list, err := e.List(ctx, labels)
 	if err != nil {
 		return nil, err

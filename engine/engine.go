@@ -3,10 +3,18 @@
 // labels and cleanup. hosted/ (MCP servers in containers) and sandbox/
 // (code execution) both build on it; nothing Docker-typed leaves it.
 //
-// Every object it creates carries LabelManaged and LabelInstance, the
-// latter naming the gateway instance (its data dir or database), so a
-// restarted gateway can find what it made before, and two gateways on one
-// engine never touch each other's containers.
+// Ownership has one rule. Every object it creates carries LabelManaged
+// and LabelInstance (the gateway instance: its data dir or database,
+// shared by replicas), and what it serves: LabelKind, LabelProject and
+// LabelRef (the store row or session it belongs to). Every container also
+// carries LabelOwner, the owner id of the gateway process that created it
+// (see package lease), and only that process changes it: RemoveOwned
+// removes the caller's own, and Sweep removes those whose owner is no
+// longer alive (a gateway killed with -9), never a live one's, so a second
+// gateway on the same data dir or a replica on the same database leaves
+// the first one's containers alone. Volumes outlive processes and carry no
+// owner: the store row named by LabelRef owns them, and whoever deletes
+// the row removes the volume.
 //
 // Errors are the root package's sentinels: ErrNotFound, ErrConflict,
 // ErrInvalid, ErrUnavailable (the engine cannot be reached) and
@@ -33,8 +41,10 @@ import (
 const (
 	LabelManaged  = "io.switchboard.managed"  // "1" on everything we create
 	LabelInstance = "io.switchboard.instance" // Options.Instance
-	LabelKind     = "io.switchboard.kind"     // the caller's kind: "mcp_server", "workspace", "helper"
-	LabelOwner    = "io.switchboard.owner"    // the caller's owning row id
+	LabelOwner    = "io.switchboard.owner"    // containers: Options.Owner, the gateway process holding it
+	LabelKind     = "io.switchboard.kind"     // the caller's kind: "mcp_server", "catalog", "sandbox", "workspace", "helper"
+	LabelProject  = "io.switchboard.project"  // the project it serves
+	LabelRef      = "io.switchboard.ref"      // the store row or session it belongs to
 )
 
 // Options configure an Engine.
@@ -46,7 +56,15 @@ type Options struct {
 	// must be stable across restarts of the same gateway (a hash of its
 	// data dir or database, say) and differ between gateways.
 	Instance string
-	Logger   *slog.Logger
+	// Owner is the owner id of this gateway process (lease.Process.ID),
+	// put on every container it creates. "" leaves containers ownerless:
+	// any Sweep of the instance removes them (commands and tests that
+	// hold no lease).
+	Owner  string
+	Logger *slog.Logger
+	// DiskDir is a directory on the engine's host for the file system
+	// images of sized volumes (CreateSizedVolume); "" turns them off.
+	DiskDir string
 }
 
 // Engine is a connection to one Docker Engine on behalf of one gateway
@@ -55,7 +73,9 @@ type Engine struct {
 	cli      *client.Client
 	host     string
 	instance string
+	owner    string
 	log      *slog.Logger
+	disk     *disks
 }
 
 // New returns an Engine for opts. It does no I/O: an engine that is down
@@ -75,7 +95,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrInvalid, "Docker engine address is invalid: %v; set DOCKER_HOST to unix:///var/run/docker.sock or tcp://host:port", err)
 	}
-	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, log: opts.Logger}, nil
+	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, owner: opts.Owner, log: opts.Logger, disk: newDisks(opts.DiskDir)}, nil
 }
 
 // Close releases the client's connections.
@@ -83,6 +103,9 @@ func (e *Engine) Close() error { return e.cli.Close() }
 
 // Instance returns the instance name this engine labels objects with.
 func (e *Engine) Instance() string { return e.instance }
+
+// Owner returns the owner id this engine labels containers with.
+func (e *Engine) Owner() string { return e.owner }
 
 // Host returns the engine address in use.
 func (e *Engine) Host() string { return e.host }
@@ -192,14 +215,24 @@ func causeText(err error) string {
 	return s
 }
 
-// labels returns the caller's labels plus ours.
+// labels returns the caller's labels plus ours (a volume's: no owner).
 func (e *Engine) labels(extra map[string]string) map[string]string {
 	l := make(map[string]string, len(extra)+2)
 	for k, v := range extra {
 		l[k] = v
 	}
+	delete(l, LabelOwner)
 	l[LabelManaged] = "1"
 	l[LabelInstance] = e.instance
+	return l
+}
+
+// containerLabels are a container's: labels plus this process as owner.
+func (e *Engine) containerLabels(extra map[string]string) map[string]string {
+	l := e.labels(extra)
+	if e.owner != "" {
+		l[LabelOwner] = e.owner
+	}
 	return l
 }
 

@@ -153,7 +153,7 @@ func TestRegisterHardenedContainerAndDelete(t *testing.T) {
 	if !containsAll(state.CapDrop, "ALL") || !containsPrefix(state.SecurityOpt, "no-new-privileges") {
 		t.Errorf("CapDrop %v, SecurityOpt %v", state.CapDrop, state.SecurityOpt)
 	}
-	if state.Labels[engine.LabelOwner] != st.ID || state.Labels[engine.LabelKind] != hosted.KindMCPServer || state.Labels[engine.LabelInstance] != e.eng.Instance() {
+	if state.Labels[engine.LabelRef] != st.ID || state.Labels[engine.LabelOwner] != e.eng.Owner() || state.Labels[engine.LabelKind] != hosted.KindMCPServer || state.Labels[engine.LabelInstance] != e.eng.Instance() {
 		t.Errorf("labels = %v", state.Labels)
 	}
 	if st.Limits.CPU != 0.25 || st.Limits.MemoryBytes != 64<<20 || st.Limits.DiskEnforced || !strings.Contains(st.Limits.DiskNote, "not enforced") {
@@ -162,7 +162,7 @@ func TestRegisterHardenedContainerAndDelete(t *testing.T) {
 	if strings.Contains(mustJSON(t, st), "s3cret") || !containsAll(st.Config.Environment, "PLAIN", "TOKEN") {
 		t.Errorf("status shows a secret or lacks env names: %s", mustJSON(t, st))
 	}
-	if vs := volumes(t, e.eng); len(vs) != 1 || vs[0].Labels[engine.LabelOwner] != st.ID {
+	if vs := volumes(t, e.eng); len(vs) != 1 || vs[0].Labels[engine.LabelRef] != st.ID {
 		t.Errorf("volumes = %+v, want one owned by the row", vs)
 	}
 	rows, _ := e.st.ListWorkspaces(context.Background(), switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
@@ -289,15 +289,21 @@ func TestAdoptionAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{engine.LabelKind: hosted.KindMCPServer, engine.LabelOwner: row.ID}
+	labels := map[string]string{engine.LabelKind: hosted.KindMCPServer, engine.LabelRef: row.ID}
 	volume := "switchboard-" + row.ID + "-data"
 	if err := e.eng.CreateVolume(ctx, volume, labels); err != nil {
 		t.Fatal(err)
 	}
-	// What the killed gateway left: its container, running, and a duplicate.
+	// What the killed gateway process left: its container, running, and a
+	// duplicate, owned by a process that no longer runs.
+	dead, err := engine.New(engine.Options{Instance: e.eng.Instance(), Owner: "dead-process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
 	var left []string
 	for range 2 {
-		id, err := e.eng.Create(ctx, engine.Spec{Image: e.image, Stdin: true, Labels: labels,
+		id, err := dead.Create(ctx, engine.Spec{Image: e.image, Stdin: true, Labels: labels,
 			Mounts: []engine.Mount{{Volume: volume, Target: "/data"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -307,13 +313,35 @@ func TestAdoptionAfterKill(t *testing.T) {
 	if err := e.eng.Start(ctx, left[0]); err != nil {
 		t.Fatal(err)
 	}
-	// Another gateway's container on the same engine, with the same owner.
+	// A live gateway process's container on the same instance (a second
+	// start on the same data dir, a replica) and another instance's
+	// container with the same labels.
+	live, err := engine.New(engine.Options{Instance: e.eng.Instance(), Owner: "live-process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	alive, err := live.Create(ctx, engine.Spec{Image: e.image, Stdin: true, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
 	other := enginetest.New(t)
 	foreign, err := other.Create(ctx, engine.Spec{Image: e.image, Stdin: true, Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}
 
+	// The gateway's start: one sweep, then the hosted servers.
+	removed, err := e.eng.Sweep(ctx, func(_ context.Context, owner string) (bool, error) { return owner == "live-process", nil })
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("Sweep removed %d containers, %v; want the dead process's 2", len(removed), err)
+	}
+	if s, err := live.Inspect(ctx, alive); err != nil || s.ID != alive {
+		t.Fatalf("the live process's container was touched: %v", err)
+	}
+	if err := live.Remove(ctx, alive); err != nil {
+		t.Fatal(err)
+	}
 	e.start()
 	st := e.wait("keeper", "started", func(s switchboard.HostedStatus) bool { return s.StartedAt != nil })
 	now := containers(t, e.eng)

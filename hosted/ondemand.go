@@ -162,19 +162,6 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 // Catalog returns the catalog the service serves.
 func (o *OnDemand) Catalog() *Catalog { return o.cat }
 
-// Start removes catalog containers a previous run of this gateway
-// instance left behind (killed with -9): their sessions died with it.
-func (o *OnDemand) Start(ctx context.Context) error {
-	if o.eng == nil {
-		return nil
-	}
-	gone, err := o.eng.Reap(ctx, map[string]string{engine.LabelKind: KindCatalog}, nil)
-	if len(gone) > 0 {
-		o.log.Info("removed catalog containers left by a previous run", "containers", len(gone))
-	}
-	return err
-}
-
 // goBG runs fn in the background, counted for Close and WaitRetired.
 func (o *OnDemand) goBG(fn func()) {
 	o.bgMu.Lock()
@@ -240,10 +227,11 @@ func (o *OnDemand) Close(ctx context.Context) error {
 	if o.eng == nil {
 		return nil
 	}
-	// Anything a cut-off start created after the sweep above.
+	// Anything a cut-off start created after the sweep above: this
+	// process's own only, never another gateway's on the same instance.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, err := o.eng.Reap(rctx, map[string]string{engine.LabelKind: KindCatalog}, nil)
+	_, err := o.eng.RemoveOwned(rctx, map[string]string{engine.LabelKind: KindCatalog})
 	return err
 }
 
@@ -445,7 +433,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	if err != nil {
 		return nil, catalogErr(e, err)
 	}
-	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelOwner: owner, LabelProject: project, LabelServer: e.Name}
+	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelRef: owner, engine.LabelProject: project, LabelServer: e.Name}
 	spec := engine.Spec{
 		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,
 		NanoCPUs: int64(DefaultCPU * 1e9), MemoryBytes: DefaultMemoryBytes, PidsLimit: DefaultPids,
@@ -461,7 +449,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	}
 	for _, v := range e.Volumes {
 		name := catalogVolumeFor(project, v.Name)
-		vl := map[string]string{engine.LabelKind: KindCatalog, LabelProject: project, LabelServer: e.Name, LabelPath: v.Target}
+		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project, LabelServer: e.Name, LabelPath: v.Target}
 		if err := o.eng.CreateVolume(cctx, name, vl); err != nil {
 			return nil, catalogErr(e, err)
 		}

@@ -157,9 +157,6 @@ registry:
 		},
 		Notify: n.add,
 	})
-	if err := o.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		if err := o.Close(context.Background()); err != nil {
 			t.Errorf("Close: %v", err)
@@ -198,7 +195,7 @@ func catalogContainers(t *testing.T, eng *engine.Engine) []string {
 	}
 	var out []string
 	for _, c := range cs {
-		out = append(out, c.Labels[engine.LabelOwner]+"/"+c.Labels[hosted.LabelServer]+"/"+c.ID[:12])
+		out = append(out, c.Labels[engine.LabelRef]+"/"+c.Labels[hosted.LabelServer]+"/"+c.ID[:12])
 	}
 	slices.Sort(out)
 	return out

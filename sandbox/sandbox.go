@@ -34,14 +34,13 @@ type Engine interface {
 	Attach(ctx context.Context, id string) (*engine.Stream, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	RemoveVolume(ctx context.Context, name string) error
-	Reap(ctx context.Context, labels map[string]string, keep func(engine.State) bool) ([]string, error)
 }
 
 // Labels on what the sandbox creates, beside the engine's own.
 const (
 	KindSession   = "sandbox"   // engine.LabelKind of session containers
 	KindWorkspace = "workspace" // engine.LabelKind of workspace volumes
-	LabelProject  = "io.switchboard.project"
+	KindHelper    = "helper"    // engine.LabelKind of a workspace copy's container
 )
 
 // Volume is mounted into every session: a named Docker volume, or with
@@ -162,26 +161,6 @@ func New(opts Options) *Service {
 	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, ctx: ctx, cancel: cancel}
 	s.wg.Go(s.sweep)
 	return s
-}
-
-// Reap removes session containers a previous run of this gateway
-// instance left behind (after a crash): their sessions are gone, their
-// workspaces stay. Errors: the engine's.
-func (s *Service) Reap(ctx context.Context) error {
-	removed, err := s.opts.Engine.Reap(ctx, map[string]string{engine.LabelKind: KindSession}, func(st engine.State) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, x := range s.sessions {
-			if x.containerID == st.ID {
-				return true
-			}
-		}
-		return false
-	})
-	if len(removed) > 0 {
-		s.log.Info("sandbox: removed session containers left by a previous run", "containers", len(removed))
-	}
-	return err
 }
 
 // Close stops every session (containers removed, workspaces kept) and
@@ -384,7 +363,7 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		WorkingDir:   "/workspace",
 		Env:          []string{"HOME=/workspace", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
-		Labels:       map[string]string{engine.LabelKind: KindSession, engine.LabelOwner: x.id, LabelProject: project},
+		Labels:       map[string]string{engine.LabelKind: KindSession, engine.LabelRef: x.id, engine.LabelProject: project},
 		NanoCPUs:     lim.nanoCPUs,
 		MemoryBytes:  lim.memory,
 		PidsLimit:    lim.pids,

@@ -44,7 +44,7 @@ func (s *Service) newWorkspace(ctx context.Context, x *session) error {
 	}
 	x.volume = volumeFor(x.workspaceID)
 	if err := s.opts.Engine.CreateVolume(ctx, x.volume, map[string]string{
-		engine.LabelKind: KindWorkspace, engine.LabelOwner: x.workspaceID, LabelProject: x.project,
+		engine.LabelKind: KindWorkspace, engine.LabelRef: x.workspaceID, engine.LabelProject: x.project,
 	}); err != nil {
 		s.dropWorkspace(x)
 		return engineError(err)

@@ -265,7 +265,7 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 		_ = s.opts.Store.DeleteWorkspace(dctx, w.ID)
 		return WorkspaceInfo{}, err
 	}
-	if err := s.opts.Engine.CreateVolume(ctx, cfg.Volume, map[string]string{engine.LabelKind: KindWorkspace, engine.LabelOwner: w.ID, LabelProject: w.ProjectID}); err != nil {
+	if err := s.opts.Engine.CreateVolume(ctx, cfg.Volume, map[string]string{engine.LabelKind: KindWorkspace, engine.LabelRef: w.ID, engine.LabelProject: w.ProjectID}); err != nil {
 		return fail(engineError(err))
 	}
 	if err := s.copyVolume(ctx, fromCfg.Volume, cfg.Volume, from.ProjectID); err != nil {
@@ -288,7 +288,7 @@ func (s *Service) copyVolume(ctx context.Context, src, dst, project string) erro
 		Image:        s.opts.ImagePython,
 		Cmd:          []string{"cp", "-a", "/src/.", "/workspace/"},
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
-		Labels:       map[string]string{engine.LabelKind: "helper", LabelProject: project},
+		Labels:       map[string]string{engine.LabelKind: KindHelper, engine.LabelRef: dst, engine.LabelProject: project},
 		ReadOnlyRoot: true,
 		Mounts:       []engine.Mount{{Volume: src, Target: "/src", ReadOnly: true}, {Volume: dst, Target: "/workspace"}},
 		NanoCPUs:     1e9,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
@@ -64,13 +63,6 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 		opts.Engine = eng
 	}
 	od := hosted.NewOnDemand(opts)
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if cfg.Hosted.Enabled {
-		if err := od.Start(sctx); err != nil {
-			log.Warn("catalog: could not look for containers left by a previous run", "err", switchboard.Message(err))
-		}
-	}
 	log.Info("catalog loaded", "file", cfg.Hosted.Catalog, "servers", len(cat.Entries), "skipped", len(cat.Warnings))
 	return &catalogRuntime{od: od}, nil
 }

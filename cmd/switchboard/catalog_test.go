@@ -57,7 +57,7 @@ func catalogContainersOf(t *testing.T, eng *engine.Engine) map[string][]string {
 	}
 	out := map[string][]string{}
 	for _, c := range cs {
-		out[c.Labels[engine.LabelOwner]] = append(out[c.Labels[engine.LabelOwner]], c.Labels[hosted.LabelServer])
+		out[c.Labels[engine.LabelRef]] = append(out[c.Labels[engine.LabelRef]], c.Labels[hosted.LabelServer])
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/console"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/lease"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/projects"
 	"github.com/switchboard-mcp/switchboard/secrets"
@@ -98,6 +99,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Listen synchronously, before anything starts: a bind error is
+	// returned, not logged later, and a gateway that cannot serve starts
+	// no container and no child.
+	ln, err := net.Listen("tcp", cfg.Addr())
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
+	}
+	defer ln.Close() // on an early return; after Serve, closing again is harmless
 	fileHosted, err := loadHosted(cfg)
 	if err != nil {
 		return err
@@ -146,12 +155,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = st.Close()
 		return err
 	}
-	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Logger: log})
+	proc, err := lease.Start(ctx, st, lease.Options{Logger: log})
 	if err != nil {
+		_ = st.Close()
+		return err
+	}
+	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Owner: proc.ID(), Logger: log})
+	if err != nil {
+		_ = proc.Close(ctx)
 		_ = st.Close()
 		return fmt.Errorf("DOCKER_HOST: %w", err)
 	}
 	defer eng.Close()
+	own := startOwnership(ctx, proc, eng, log)
 	sbox := startSandbox(ctx, cfg, st, eng, log)
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).
@@ -167,6 +183,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		_ = hr.Close(ctx)
 		sbox.close(ctx)
+		_ = own.close(ctx)
 		_ = st.Close()
 		return err
 	}
@@ -201,7 +218,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
+		closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
 	startHosted(ctx, log, hr, fileHosted)
@@ -233,12 +250,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	admin := api.New(aopts)
 
-	// Listen synchronously so a bind error is returned, not logged later.
-	ln, err := net.Listen("tcp", cfg.Addr())
-	if err != nil {
-		closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
-		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
-	}
 	// The console calls the API and the MCP endpoints through the very
 	// handler that serves it, so it is bound once that handler exists.
 	ui := console.New(console.Options{Version: version, Logger: log})
@@ -250,7 +261,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		stop, err := servePprof(log, cfg.PprofAddr)
 		if err != nil {
 			_ = ln.Close()
-			closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
+			closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 			return err
 		}
 		defer stop()
@@ -265,7 +276,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
+			closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
 			_, _ = reloadFile(ctx) // logged inside
@@ -293,7 +304,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Close()
 	}
 	edges.Wait()
-	closeAll(log, cfg, hub, hr, cat, sbox, calls, st)
+	closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 	log.Info("stopped")
 	return nil
 }
@@ -301,7 +312,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // closeAll stops what run started, in order: client streams, upstream
 // children, the call log (flushed), and the store last. Each step has its
 // own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, cat *catalogRuntime, sbox *sandboxRuntime, calls *calllog.Writer, st switchboard.Store) {
+func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, cat *catalogRuntime, sbox *sandboxRuntime, calls *calllog.Writer, own *ownership, st switchboard.Store) {
 	step := func(name string, fn func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -316,6 +327,7 @@ func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hosted
 	if calls != nil {
 		step("call log", calls.Close)
 	}
+	step("lease", own.close) // after every container of this process is gone
 	if err := st.Close(); err != nil {
 		log.Warn("closing the store", "err", err)
 	}

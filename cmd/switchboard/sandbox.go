@@ -120,8 +120,7 @@ type sandboxRuntime struct {
 // sandboxServer is the name the sandbox tools are listed under.
 const sandboxServer = "sandbox"
 
-// startSandbox builds the sandbox service (no I/O beyond removing
-// session containers a crashed predecessor left).
+// startSandbox builds the sandbox service.
 func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, e *engine.Engine, log *slog.Logger) *sandboxRuntime {
 	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
 	var mounts []sandbox.Volume
@@ -133,11 +132,6 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
 		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, Logger: log.With("component", "sandbox"),
 	})
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := svc.Reap(rctx); err != nil {
-		log.Warn("sandbox: could not look for session containers left by a previous run", "err", switchboard.Message(err))
-	}
 	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
 	// The projects' switches before the hub builds their runtimes; a
 	// store that cannot be read now is retried by the sync.

@@ -32,7 +32,10 @@ func New(t testing.TB) *engine.Engine {
 	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	e, err := engine.New(engine.Options{Instance: "test-" + hex.EncodeToString(b[:])})
+	// An owner id like no live gateway's: a gateway's Sweep would take
+	// these containers for leftovers, which no test shares an instance
+	// with anyway.
+	e, err := engine.New(engine.Options{Instance: "test-" + hex.EncodeToString(b[:]), Owner: "test-" + hex.EncodeToString(b[:])})
 	if err != nil {
 		testenv.Need(t, "docker", false, err.Error())
 		return nil
@@ -53,7 +56,15 @@ func Cleanup(t testing.TB, e *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := e.Reap(ctx, nil, nil); err != nil {
+	// An ownerless engine of the instance sweeps every container, the
+	// owned ones of e included.
+	all, err := engine.New(engine.Options{Instance: e.Instance(), Host: e.Host()})
+	if err != nil {
+		t.Errorf("cleanup containers: %v", err)
+		return
+	}
+	defer all.Close()
+	if _, err := all.Sweep(ctx, func(context.Context, string) (bool, error) { return false, nil }); err != nil {
 		t.Errorf("cleanup containers: %v", err)
 	}
 	vols, err := e.ListVolumes(ctx, nil)
