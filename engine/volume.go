@@ -32,14 +32,15 @@ func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[strin
 	return e.wrap(err, "create volume "+name)
 }
 
-// RemoveVolume removes a volume; a missing one is not an error, one still
-// in use by a container is ErrConflict.
+// RemoveVolume removes a volume, and a sized volume's loop device and
+// image; a missing one is not an error, one still in use by a container
+// is ErrConflict.
 func (e *Engine) RemoveVolume(ctx context.Context, name string) error {
 	_, err := e.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return e.wrap(err, "remove volume "+name)
 	}
-	return nil
+	return e.removeDisk(ctx, name)
 }
 
 // InspectVolume returns one volume. Errors: ErrNotFound.
