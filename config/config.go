@@ -60,6 +60,10 @@ type Config struct {
 	// in DataDir, generated on first start. Never logged.
 	SecretKey    string        `env:"MCP_SERVER_SECRET_KEY"`
 	SyncInterval time.Duration `env:"MCP_SERVER_SYNC_INTERVAL" envDefault:"5s"`
+	// OwnerLease is how long a gateway process is taken to be alive after
+	// its last lease renewal (every third of it) when nothing on this
+	// host can tell sooner: past it, a replica removes its containers.
+	OwnerLease time.Duration `env:"MCP_SERVER_OWNER_LEASE" envDefault:"30s"`
 
 	// OTLPEndpoint switches tracing on: the base URL of an OTLP/HTTP
 	// collector (http://collector:4318). Empty, the default, is off. The
@@ -214,6 +218,7 @@ func (c *Config) validate() []error {
 		{"MCP_SERVER_HEARTBEAT_INTERVAL", c.Heartbeat},
 		{"MCP_SERVER_BREAKER_COOLDOWN", c.BreakerCooldown},
 		{"MCP_SERVER_SYNC_INTERVAL", c.SyncInterval},
+		{"MCP_SERVER_OWNER_LEASE", c.OwnerLease},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -401,7 +406,7 @@ func (c Config) LogAttrs() []any {
 		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
-		"sync_interval", c.SyncInterval, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
+		"sync_interval", c.SyncInterval, "owner_lease", c.OwnerLease, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
 		"docker_host", dockerHostDescription(c.DockerHost),
 		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,

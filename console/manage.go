@@ -161,7 +161,11 @@ func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action str
 		}
 		rp = c.call(r, http.MethodPut, base+"/products/"+url.PathEscape(f("product")), json.RawMessage(m), nil)
 	case "project-delete":
-		rp = c.call(r, http.MethodDelete, base, nil, nil)
+		q := ""
+		if f("force") == "on" {
+			q = "?force=true"
+		}
+		rp = c.call(r, http.MethodDelete, base+q, nil, nil)
 		if rp.ok() {
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 			return reply{}, true

@@ -273,6 +273,31 @@ func (o *OnDemand) SessionEnded(project, session string) {
 	}
 }
 
+// ProjectGone ends every client session of a deleted project (their
+// containers go, and the pools they used once unused) and waits, bounded
+// by ctx, for the removals. Its volumes are the engine's RemoveProject's.
+func (o *OnDemand) ProjectGone(ctx context.Context, project string) error {
+	o.mu.Lock()
+	var ended []string
+	for k := range o.sessions {
+		if k.project == project {
+			ended = append(ended, k.session)
+		}
+	}
+	o.mu.Unlock()
+	for _, s := range ended {
+		o.SessionEnded(project, s)
+	}
+	done := make(chan struct{})
+	go func() { o.WaitRetired(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ProjectTools returns project's catalog tools (mcp-find, mcp-add,
 // mcp-remove), to register as a builtin server.
 func (o *OnDemand) ProjectTools(project string) *CatalogTools {

@@ -98,7 +98,7 @@ type cliCommand struct {
 var cliCommands = []cliCommand{
 	{"projects ls", "", "List projects and their MCP endpoints.", (*cli).projectsLs},
 	{"projects add", "ID [--description D]", "Create a project. ID: lower-case letters, digits, '-' and '_'.", (*cli).projectsAdd},
-	{"projects rm", "ID", "Delete a project with its servers, secrets and tokens.", (*cli).projectsRm},
+	{"projects rm", "[--force] ID", "Delete a project with its servers, secrets and tokens; --force also when it runs sandbox sessions or hosted servers or keeps workspaces, which go with it.", (*cli).projectsRm},
 	{"servers ls", "", "List the project's servers and their state.", (*cli).serversLs},
 	{"servers add", "NAME (--command CMD [--arg A]... [--env K=V]... [--cwd DIR] | --url URL [--transport T] [--header K=V]... | --config JSON)",
 		"Add an MCP server to the project. In this command --url is the server's URL; give the gateway's with --gateway or SWITCHBOARD_URL.\n" +
@@ -540,12 +540,18 @@ func (c *cli) projectsAdd(cmd cliCommand, args []string) error {
 }
 
 func (c *cli) projectsRm(cmd cliCommand, args []string) error {
-	pos, err := c.parse(c.flags(cmd.name), cmd, args, 1, 1)
+	fs := c.flags(cmd.name)
+	force := fs.Bool("force", false, "delete it with its sandbox sessions, hosted servers, workspaces and volumes")
+	pos, err := c.parse(fs, cmd, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	c.project = pos[0]
-	raw, err := c.api(http.MethodDelete, c.projectPath(), nil, nil)
+	path := c.projectPath()
+	if *force {
+		path += "?force=true"
+	}
+	raw, err := c.api(http.MethodDelete, path, nil, nil)
 	if err != nil || c.json {
 		return orJSON(c, raw, err)
 	}

@@ -81,6 +81,20 @@ type Options struct {
 	// Sandbox serves the workspace and sandbox-switch routes; nil: they
 	// answer 404.
 	Sandbox Sandbox
+	// Teardown finds and removes what a project runs and keeps on the
+	// engine when it is deleted; nil: deleting a project removes its rows
+	// only.
+	Teardown Teardown
+}
+
+// Teardown is what deleting a project needs from the container side.
+type Teardown interface {
+	// ProjectUsage describes what project runs or keeps (sandbox
+	// sessions, hosted servers, workspaces, containers, volumes), one
+	// item per kind; none when it has nothing.
+	ProjectUsage(ctx context.Context, project string) ([]string, error)
+	// DeleteProject stops and removes all of it, once its rows are gone.
+	DeleteProject(ctx context.Context, project string) error
 }
 
 // API serves /api/v1/.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -120,14 +121,52 @@ func (a *API) deleteProject(w http.ResponseWriter, r *http.Request) error {
 	if id == "default" {
 		return switchboard.Errorf(switchboard.ErrConflict, "the default project cannot be deleted; delete its servers instead")
 	}
+	force, err := boolParam(r, "force")
+	if err != nil {
+		return err
+	}
+	if _, err := a.st.GetProject(r.Context(), id); err != nil {
+		return err
+	}
+	if a.opts.Teardown != nil && !force {
+		usage, err := a.opts.Teardown.ProjectUsage(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if len(usage) > 0 {
+			return switchboard.Errorf(switchboard.ErrConflict, "project %q still has %s; deleting it removes them and their files for good: repeat with ?force=true (CLI: switchboard projects rm --force %s)", id, strings.Join(usage, ", "), id)
+		}
+	}
 	if err := a.st.DeleteProject(r.Context(), id); err != nil {
 		return err
 	}
 	a.reconcile(r.Context(), id)
 	a.opts.TokensChanged(id)
-	a.log.Info("project deleted", "project", id)
+	if a.opts.Teardown != nil {
+		// The rows are gone and the project's endpoint is closed: nothing
+		// can start anew for it. A failure here leaves objects a retry
+		// of the same DELETE (404 now) cannot reach, so say so loudly.
+		if err := a.opts.Teardown.DeleteProject(context.WithoutCancel(r.Context()), id); err != nil {
+			a.log.Error("project deleted, but some of its containers or volumes could not be removed", "project", id, "err", err)
+			return switchboard.Errorf(switchboard.ErrInternal, "project %q was deleted, but some of its containers or volumes could not be removed; the gateway's log names them", id)
+		}
+	}
+	a.log.Info("project deleted", "project", id, "forced", force)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// boolParam reads an optional true/false query parameter. Errors:
+// ErrInvalid.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	switch v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	}
+	return false, switchboard.Errorf(switchboard.ErrInvalid, "query parameter %s must be true or false", name)
 }
 
 // ---- servers

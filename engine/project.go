@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"context"
+	"errors"
+)
+
+// ProjectObjects counts this instance's containers (of any owner) and
+// volumes labelled with project. Errors: ErrUnavailable.
+func (e *Engine) ProjectObjects(ctx context.Context, project string) (containers, volumes int, err error) {
+	l := map[string]string{LabelProject: project}
+	cs, err := e.List(ctx, l)
+	if err != nil {
+		return 0, 0, err
+	}
+	vs, err := e.ListVolumes(ctx, l)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(cs), len(vs), nil
+}
+
+// RemoveProject removes what is left of a deleted project: this
+// process's containers labelled with it, then every volume of the
+// instance labelled with it (volumes have no owner: the project's rows
+// owned them, and they are gone). A volume still mounted by another
+// live gateway's container stays, and is reported as ErrConflict.
+func (e *Engine) RemoveProject(ctx context.Context, project string) error {
+	l := map[string]string{LabelProject: project}
+	var errs []error
+	if e.owner != "" {
+		if _, err := e.RemoveOwned(ctx, l); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	vs, err := e.ListVolumes(ctx, l)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, v := range vs {
+		if err := e.RemoveVolume(ctx, v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
