@@ -1,6 +1,10 @@
 package switchboard
 
-import "time"
+import (
+	"encoding/json"
+	"regexp"
+	"time"
+)
 
 // HostedRegistration is what a user asks for when Switchboard should run an
 // MCP server in a container (POST /api/v1/mcp/servers, `switchboard hosted
@@ -36,13 +40,50 @@ type HostedRegistration struct {
 	Origin string `json:"origin,omitempty"`
 }
 
-// HostedLimits are a hosted server's resource limits as registered: CPU in
-// cores (0.5), memory and disk as sizes ("512m", "1g", or bytes).
+// HostedLimits are a hosted server's resource limits as registered, each a
+// JSON number or a string: CPU in cores (0.5, "1", "2.25"), memory and
+// disk in bytes (536870912) or as a size with a unit ("512m", "1G",
+// "512Mi"). hosted.ParseCPU and hosted.ParseSize read them; empty means
+// the default.
 type HostedLimits struct {
-	CPU    float64 `json:"cpu,omitempty"`
-	Memory string  `json:"memory,omitempty"`
-	Disk   string  `json:"disk,omitempty"`
+	CPU    Quantity `json:"cpu,omitempty"`
+	Memory Quantity `json:"memory,omitempty"`
+	Disk   Quantity `json:"disk,omitempty"`
 }
+
+// Quantity is an amount as its user wrote it, kept as text: a JSON string
+// as its contents ("1G"), a number as its literal (0.5). Decoding accepts
+// any JSON value (null leaves it unset), so that the reader's parser, not
+// the JSON decoder, says what to write instead of a wrong one.
+type Quantity string
+
+// UnmarshalJSON keeps the text of the value; it never fails on valid JSON.
+func (q *Quantity) UnmarshalJSON(b []byte) error {
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*q = Quantity(s)
+	case string(b) != "null":
+		*q = Quantity(b)
+	}
+	return nil
+}
+
+// MarshalJSON writes a quantity that reads as a JSON number as a number
+// ("1" becomes 1) and any other as a string, so a stored registration reads
+// back as written and a CPU limit stored before strings were accepted
+// keeps its form.
+func (q Quantity) MarshalJSON() ([]byte, error) {
+	if jsonNumber.MatchString(string(q)) {
+		return []byte(q), nil
+	}
+	return json.Marshal(string(q))
+}
+
+var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
 
 // Hosted server states, as status reports them.
 const (

@@ -16,9 +16,10 @@ import (
 // listed are stopped and deleted, keeping their volumes (removing a line
 // from a file must not destroy data). Servers registered through the API
 // are never touched; a file entry whose name one of them holds is an
-// error. Unlike Register it does not refuse a missing image or an
-// unreachable engine: the server's status says what is wrong, and the
-// supervisor retries.
+// error. Unlike Register it does not refuse a missing image, an
+// unreachable engine or a CPU or memory limit above what the engine's
+// host has: the server's status says what is wrong, and the supervisor
+// retries.
 func (s *Service) SetFile(ctx context.Context, project string, regs []switchboard.HostedRegistration) error {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()

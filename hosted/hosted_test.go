@@ -136,7 +136,7 @@ func TestRegisterHardenedContainerAndDelete(t *testing.T) {
 	st := e.register(switchboard.HostedRegistration{
 		Name: "notes", Volumes: []string{"/data"},
 		Environment: map[string]string{"TOKEN": "${API_TOKEN}", "PLAIN": "x"},
-		Limits:      switchboard.HostedLimits{CPU: 0.25, Memory: "64m"},
+		Limits:      switchboard.HostedLimits{CPU: "0.25", Memory: "64m"},
 	})
 	if st.ID == "" || st.Provider != "docker" || st.Config.RestartPolicy != hosted.PolicyOnFailure {
 		t.Errorf("status after Register = %+v", st)
@@ -215,6 +215,8 @@ func TestBadRegistrationsLeaveNothing(t *testing.T) {
 	}{
 		"image missing":  {switchboard.HostedRegistration{Name: "a", Image: "switchboard-test/nope:0", Volumes: []string{"/data"}}, switchboard.ErrInvalid},
 		"bad limits":     {switchboard.HostedRegistration{Name: "b", Limits: switchboard.HostedLimits{Memory: "lots"}}, switchboard.ErrInvalid},
+		"memory > host":  {switchboard.HostedRegistration{Name: "f", Limits: switchboard.HostedLimits{Memory: "999999t"}, Volumes: []string{"/data"}}, switchboard.ErrInvalid},
+		"cpu > host":     {switchboard.HostedRegistration{Name: "g", Limits: switchboard.HostedLimits{CPU: "100000"}, Volumes: []string{"/data"}}, switchboard.ErrInvalid},
 		"duplicate name": {switchboard.HostedRegistration{Name: "taken", Volumes: []string{"/data"}}, switchboard.ErrConflict},
 		"no secret":      {switchboard.HostedRegistration{Name: "c", Environment: map[string]string{"T": "${NOPE}"}}, switchboard.ErrInvalid},
 		"bad network":    {switchboard.HostedRegistration{Name: "d", Network: "no-such-network-xyz", Volumes: []string{"/data"}}, switchboard.ErrInvalid},
@@ -529,6 +531,25 @@ func TestServersFileEntries(t *testing.T) {
 	}
 	if cs := containers(t, e.eng); len(cs) != 1 {
 		t.Errorf("containers = %d, want only the API server's", len(cs))
+	}
+}
+
+// TestServersFileLimitAboveHost: a servers-file entry is stored without
+// asking the engine; a limit above what the engine's host has keeps it
+// from starting, and its status says which.
+func TestServersFileLimitAboveHost(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	svc := e.start()
+	file := []switchboard.HostedRegistration{{Name: "big", Image: e.image, Limits: switchboard.HostedLimits{Memory: "999999t"}}}
+	if err := svc.SetFile(context.Background(), "default", file); err != nil {
+		t.Fatal(err)
+	}
+	st := e.wait("big", "failed", isStatus(switchboard.HostedFailed))
+	if !strings.Contains(st.LastError, "resource_limits.memory") || !strings.Contains(st.LastError, "the Docker engine's host has") {
+		t.Errorf("last error = %q, want it to name resource_limits.memory and the host's memory", st.LastError)
+	}
+	if cs := containers(t, e.eng); len(cs) != 0 {
+		t.Errorf("containers = %d, want none", len(cs))
 	}
 }
 

@@ -2,11 +2,9 @@ package hosted
 
 import (
 	"encoding/json"
-	"fmt"
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,10 +22,9 @@ const (
 
 // Bounds on what a registration may ask for.
 const (
-	minMemoryBytes = 6 << 20 // the engine refuses less
-	maxVolumes     = 16
-	maxEnv         = 256
-	maxArgs        = 256
+	maxVolumes = 16
+	maxEnv     = 256
+	maxArgs    = 256
 )
 
 var (
@@ -37,7 +34,6 @@ var (
 	// refuses whitespace and control characters, which no reference has.
 	imageRef    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
 	networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	sizeRe      = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)([iI]?[bB]?)$`)
 )
 
 // Restart policies.
@@ -142,30 +138,9 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 			return p, invalid("hosted server %q: environment variable %s must not hold NUL characters", n, k)
 		}
 	}
-	// Limits.
-	cpu := reg.Limits.CPU
-	switch {
-	case cpu == 0:
-		cpu = DefaultCPU
-	case cpu < 0.01 || cpu > 64:
-		return p, invalid("hosted server %q: resource_limits.cpu must be between 0.01 and 64 cores (default %g)", n, DefaultCPU)
-	}
-	p.nanoCPUs = int64(cpu * 1e9)
-	p.memoryBytes = DefaultMemoryBytes
-	if reg.Limits.Memory != "" {
-		b, err := ParseSize(reg.Limits.Memory)
-		if err != nil || b < minMemoryBytes {
-			return p, invalid("hosted server %q: resource_limits.memory %q must be a size of at least 6m, such as \"256m\" or \"1g\"", n, switchboard.Clip(reg.Limits.Memory))
-		}
-		p.memoryBytes = b
-	}
-	p.diskBytes = DefaultDiskBytes
-	if reg.Limits.Disk != "" {
-		b, err := ParseSize(reg.Limits.Disk)
-		if err != nil || b < 1<<20 {
-			return p, invalid("hosted server %q: resource_limits.disk %q must be a size of at least 1m, such as \"1g\"", n, switchboard.Clip(reg.Limits.Disk))
-		}
-		p.diskBytes = b
+	var err error
+	if p.nanoCPUs, p.memoryBytes, p.diskBytes, err = parseLimits(n, reg.Limits); err != nil {
+		return p, err
 	}
 	// Volumes: absolute container paths, unique, not the root.
 	if len(reg.Volumes) > maxVolumes {
@@ -213,25 +188,6 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	reg.StdioBridge = p.reg.StdioBridge
 	p.reg = reg
 	return p, nil
-}
-
-// ParseSize reads "512m", "1g", "1.5G", "64Mi", "1048576" (bytes) into
-// bytes; units are powers of 1024, as Docker reads them.
-func ParseSize(s string) (int64, error) {
-	m := sizeRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("not a size: %q", s)
-	}
-	f, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, err
-	}
-	mul := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[strings.ToLower(m[2])]
-	v := f * mul
-	if v >= 1<<62 {
-		return 0, fmt.Errorf("size too large: %q", s)
-	}
-	return int64(v), nil
 }
 
 // secretRefs lists the `${NAME}` references of a registration's

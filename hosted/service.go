@@ -251,7 +251,8 @@ func (s *Service) byName(project, name string) *supervisor {
 // Register validates reg, checks the engine has its image, stores the row
 // and creates its volumes and container before answering, so a bad
 // registration fails with nothing left behind. Errors: ErrInvalid (bad
-// field, image missing, bad network or secret reference), ErrConflict
+// field, image missing, bad network or secret reference, a CPU or memory
+// limit above what the engine's host has), ErrConflict
 // (name taken), ErrNotFound (no such project), ErrUnavailable (no engine).
 func (s *Service) Register(ctx context.Context, project string, reg switchboard.HostedRegistration) (switchboard.HostedStatus, error) {
 	p, err := newPlan(reg)
@@ -278,6 +279,13 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	if !ok {
 		return switchboard.HostedStatus{}, invalid("hosted server %q: image %q is not present on the Docker engine; build or load it there first (Switchboard never pulls images)", p.reg.Name, p.reg.Image)
+	}
+	// Before anything is stored. An engine that does not answer here is
+	// asked again when the container is created, which checks again.
+	if info, err := s.engineInfo(ctx); err == nil {
+		if err := p.fitsHost(info); err != nil {
+			return switchboard.HostedStatus{}, err
+		}
 	}
 	cfg, err := json.Marshal(p.reg)
 	if err != nil {
@@ -400,6 +408,11 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (st
 	}
 	info, err := s.engineInfo(ctx)
 	if err != nil {
+		return "", nil, err
+	}
+	// Every start checks: a server of the servers file is stored without
+	// asking the engine, and its status says why it does not start.
+	if err := p.fitsHost(info); err != nil {
 		return "", nil, err
 	}
 	spec := engine.Spec{

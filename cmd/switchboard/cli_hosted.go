@@ -62,16 +62,15 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	var reg switchboard.HostedRegistration
 	var env kvList
 	var hargs, vols strList
-	var cpu float64
 	var writable bool
 	fs.StringVar(&reg.Image, "image", "", "the `IMAGE` to run (present on the engine)")
 	fs.StringVar(&reg.Command, "command", "", "replace the image's entrypoint with `CMD`")
 	fs.Var(&hargs, "arg", "an argument replacing the image's CMD (repeat)")
 	fs.Var(&env, "env", "an environment variable `K=V` (repeat); ${NAME} takes a project secret")
 	fs.Var(&vols, "volume", "a container `PATH` on a persistent named volume (repeat)")
-	fs.Float64Var(&cpu, "cpu", 0, "CPU cores (default 0.5)")
-	fs.StringVar(&reg.Limits.Memory, "memory", "", "memory limit `SIZE` such as 256m (default 512m)")
-	fs.StringVar(&reg.Limits.Disk, "disk", "", "disk limit `SIZE` (default 1g; enforced only where the engine can)")
+	fs.StringVar((*string)(&reg.Limits.CPU), "cpu", "", "CPU `CORES` such as 0.5 or 2 (default 0.5)")
+	fs.StringVar((*string)(&reg.Limits.Memory), "memory", "", "memory limit `SIZE` such as 256m or 1g (default 512m)")
+	fs.StringVar((*string)(&reg.Limits.Disk), "disk", "", "disk limit `SIZE` (default 1g; enforced only where the engine can)")
 	fs.StringVar(&reg.Network, "network", "", "none (default), bridge or a Docker network `NAME`")
 	fs.StringVar(&reg.RestartPolicy, "restart", "", "restart policy: always, on-failure (default) or never")
 	fs.StringVar(&reg.CallTimeout, "call-timeout", "", "per-call timeout `D` such as 45s (default 30s)")
@@ -101,7 +100,7 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 		if reg.Image == "" {
 			return &usageError{cmd: cmd.name, msg: "--image is required"}
 		}
-		reg.Args, reg.Volumes, reg.Limits.CPU = hargs, vols, cpu
+		reg.Args, reg.Volumes = hargs, vols
 		if len(env.m) > 0 {
 			reg.Environment = env.m
 		}

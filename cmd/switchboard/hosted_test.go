@@ -136,7 +136,7 @@ func TestHostedEndToEnd(t *testing.T) {
 	if out := cli.ok("hosted", "logs", "apifx", "--tail", "5"); strings.Contains(out, "tok-e2e") {
 		t.Errorf("hosted logs show the secret:\n%s", out)
 	}
-	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--memory", "64m", "--tool-prefix", "cli_")
+	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--cpu", "0.25", "--memory", "64m", "--tool-prefix", "cli_")
 	if out := cli.ok("hosted", "restart", "clifx"); !strings.Contains(out, "clifx") {
 		t.Errorf("hosted restart: %s", out)
 	}
@@ -175,4 +175,58 @@ func TestHostedEngineDown(t *testing.T) {
 			st.Status + ": " + st.LastError + "; runtime " + st.Runtime + " (want none before a container ran)"
 	})
 	admin.fails(503, "unavailable", "POST", "/api/v1/mcp/servers", map[string]any{"name": "x", "image": "switchboard-test/any:1"})
+}
+
+// TestHostedLimits: resource_limits in the specification's string form
+// and as numbers register (201) and the container gets them; a limit that
+// is no amount, or above what the engine's host has, is 400 naming the
+// field, and nothing of it is stored.
+func TestHostedLimits(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, mcpFixturePkg)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	ctx := context.Background()
+
+	for name, tc := range map[string]struct {
+		limits      map[string]any
+		cpu         float64
+		memoryBytes int64
+	}{
+		"strings": {map[string]any{"cpu": "1", "memory": "1G"}, 1, 1 << 30},
+		"numbers": {map[string]any{"cpu": 0.5, "memory": 268435456}, 0.5, 256 << 20},
+	} {
+		var st switchboard.HostedStatus
+		admin.must(201, "POST", "/api/v1/mcp/servers", map[string]any{"name": name, "image": image, "resource_limits": tc.limits}, &st)
+		admin.must(200, "GET", "/api/v1/mcp/servers/"+name, nil, &st)
+		if st.Limits.CPU != tc.cpu || st.Limits.MemoryBytes != tc.memoryBytes {
+			t.Errorf("%s: limits in status = %+v, want %g cores and %d bytes", name, st.Limits, tc.cpu, tc.memoryBytes)
+		}
+		state, err := eng.Inspect(ctx, st.ContainerID)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if state.NanoCPUs != int64(tc.cpu*1e9) || state.MemoryBytes != tc.memoryBytes {
+			t.Errorf("%s: the container got %d nano-CPUs and %d bytes, want %g cores and %d bytes", name, state.NanoCPUs, state.MemoryBytes, tc.cpu, tc.memoryBytes)
+		}
+	}
+
+	for name, tc := range map[string]struct {
+		limits map[string]any
+		field  string
+	}{
+		"memory above the host": {map[string]any{"memory": "999999t"}, "memory"},
+		"cpu above the host":    {map[string]any{"cpu": "100000"}, "cpu"},
+		"cpu not an amount":     {map[string]any{"cpu": true}, "cpu"},
+		"memory not a size":     {map[string]any{"cpu": "1", "memory": "1 gigabyte"}, "memory"},
+	} {
+		msg := admin.fails(400, "invalid", "POST", "/api/v1/mcp/servers", map[string]any{"name": "refused", "image": image, "resource_limits": tc.limits})
+		if !strings.Contains(msg, "resource_limits."+tc.field+" ") {
+			t.Errorf("%s: message %q does not name resource_limits.%s", name, msg, tc.field)
+		}
+	}
+	admin.fails(404, "not_found", "GET", "/api/v1/mcp/servers/refused", nil)
+	if left, err := eng.List(ctx, map[string]string{engine.LabelKind: "mcp_server"}); err != nil || len(left) != 2 {
+		t.Errorf("containers = %d, %v; want the two registered", len(left), err)
+	}
 }
