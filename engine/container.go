@@ -358,15 +358,16 @@ func switchboardNotFound(err error) bool { return errors.Is(err, switchboard.Err
 // RemoveOwned removes this process's containers carrying labels (its
 // own only: another gateway's, live or not, are left to Sweep) and
 // returns their ids.
+// An engine without an owner id removes the ownerless ones.
 func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]string, error) {
-	l := map[string]string{LabelOwner: e.owner}
+	l := map[string]string{}
 	for k, v := range labels {
 		l[k] = v
 	}
-	if e.owner == "" {
-		return nil, switchboard.Errorf(switchboard.ErrInternal, "engine: RemoveOwned needs an owner id")
+	if e.owner != "" {
+		l[LabelOwner] = e.owner
 	}
-	return e.remove(ctx, l, nil)
+	return e.remove(ctx, l, func(st State) bool { return st.Labels[LabelOwner] != e.owner })
 }
 
 // Sweep removes this instance's containers whose owner is not alive: a

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -36,6 +37,10 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 )
+
+// Provider names this implementation in what the gateway stores and
+// reports (a workspace row's provider, a hosted server's status).
+const Provider = "docker"
 
 // Labels on every object the engine creates, and the ones callers set.
 const (
@@ -76,6 +81,10 @@ type Engine struct {
 	owner    string
 	log      *slog.Logger
 	disk     *disks
+
+	infoMu sync.Mutex
+	info   Info
+	infoAt time.Time // zero: not read yet
 }
 
 // New returns an Engine for opts. It does no I/O: an engine that is down
@@ -145,8 +154,36 @@ func (i Info) HasRuntime(name string) bool {
 	return false
 }
 
-// Info describes the engine. Errors: ErrUnavailable.
+// infoTTL is how long Info keeps an answer: runtimes can be added to a
+// running engine (SIGHUP), so not forever.
+const infoTTL = time.Minute
+
+// Info describes the engine; an answer is kept for a minute, for every
+// caller (hosted servers, the catalog, the sandbox). Errors:
+// ErrUnavailable.
 func (e *Engine) Info(ctx context.Context) (Info, error) {
+	e.infoMu.Lock()
+	defer e.infoMu.Unlock()
+	if !e.infoAt.IsZero() && time.Since(e.infoAt) < infoTTL {
+		return e.info, nil
+	}
+	info, err := e.readInfo(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	e.info, e.infoAt = info, time.Now()
+	return info, nil
+}
+
+// KnownInfo returns the last Info read, without asking the engine;
+// false when none was read yet.
+func (e *Engine) KnownInfo() (Info, bool) {
+	e.infoMu.Lock()
+	defer e.infoMu.Unlock()
+	return e.info, !e.infoAt.IsZero()
+}
+
+func (e *Engine) readInfo(ctx context.Context) (Info, error) {
 	res, err := e.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return Info{}, e.wrap(err, "engine info")

@@ -28,10 +28,8 @@ func (e *Engine) ProjectObjects(ctx context.Context, project string) (containers
 func (e *Engine) RemoveProject(ctx context.Context, project string) error {
 	l := map[string]string{LabelProject: project}
 	var errs []error
-	if e.owner != "" {
-		if _, err := e.RemoveOwned(ctx, l); err != nil {
-			errs = append(errs, err)
-		}
+	if _, err := e.RemoveOwned(ctx, l); err != nil {
+		errs = append(errs, err)
 	}
 	vs, err := e.ListVolumes(ctx, l)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
 )
 
 // SetFile makes project's hosted servers of the servers file exactly regs
@@ -67,7 +68,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 			s.log.Info("hosted server of the servers file changed; new container", "server", p.reg.Name)
 		default:
 			row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
-				Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: "docker"})
+				Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -79,7 +79,6 @@ type OnDemand struct {
 	eng  *engine.Engine
 	cat  *Catalog
 	log  *slog.Logger
-	info infoCache
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
@@ -431,11 +430,16 @@ func (o *OnDemand) unreserve() {
 	o.mu.Unlock()
 }
 
-// catalogVolumeFor is the engine volume of a catalog entry's named
-// volume for one project: every project has its own, shared by its
-// sessions.
-func catalogVolumeFor(project, name string) string {
-	return "switchboard-catalog-" + volumeSlug(project, 64) + "-" + name
+// volumeFor is the engine volume of a catalog entry's named volume in
+// project: shared by that project's sessions, never by another project's
+// or another gateway instance's (the name carries the instance). One made
+// before the name did, of this instance, is kept.
+func (o *OnDemand) volumeFor(ctx context.Context, project, name string) string {
+	legacy := "switchboard-catalog-" + volumeSlug(project, 64) + "-" + name
+	if v, err := o.eng.InspectVolume(ctx, legacy); err == nil && v.Labels[engine.LabelInstance] == o.eng.Instance() {
+		return legacy
+	}
+	return "switchboard-" + volumeSlug(o.eng.Instance(), 40) + "-catalog-" + volumeSlug(project, 64) + "-" + name
 }
 
 // start creates, attaches, starts and initializes a container of e for
@@ -454,7 +458,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	// removed here.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
 	defer cancel()
-	info, err := o.info.get(cctx, o.eng)
+	info, err := o.eng.Info(cctx)
 	if err != nil {
 		return nil, catalogErr(e, err)
 	}
@@ -473,30 +477,23 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 		spec.Runtime = "runsc"
 	}
 	for _, v := range e.Volumes {
-		name := catalogVolumeFor(project, v.Name)
+		name := o.volumeFor(cctx, project, v.Name)
 		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project, LabelServer: e.Name, LabelPath: v.Target}
 		if err := o.eng.CreateVolume(cctx, name, vl); err != nil {
 			return nil, catalogErr(e, err)
 		}
 		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: name, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
-	id, err := o.eng.Create(cctx, spec)
+	run, err := o.eng.Launch(cctx, spec, nil)
 	if err != nil {
 		return nil, catalogErr(e, err)
 	}
+	id, st := run.ID, run.Stream
 	fail := func(err error) (*instance, error) {
 		if rerr := o.eng.Remove(context.WithoutCancel(cctx), id); rerr != nil {
 			o.log.Warn("removing a catalog container that did not start", "server", e.Name, "container", short(id), "err", rerr)
 		}
 		return nil, err
-	}
-	st, err := o.eng.Attach(cctx, id)
-	if err != nil {
-		return fail(catalogErr(e, err))
-	}
-	if err := o.eng.Start(cctx, id); err != nil {
-		st.Close()
-		return fail(catalogErr(e, err))
 	}
 	mgr := upstreams.New(upstreams.Options{Version: o.opts.Version, CallTimeout: o.opts.CallTimeout,
 		ConnectTimeout: o.opts.ConnectTimeout, MaxMessageBytes: o.opts.MaxMessageBytes,

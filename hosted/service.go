@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -29,11 +28,11 @@ import (
 // KindMCPServer is the engine.LabelKind value of hosted servers' objects.
 const KindMCPServer = "mcp_server"
 
-// Labels naming the project and server, for people reading `docker ps`.
+// Labels naming the server and a volume's path, for people reading
+// `docker ps` (the project is engine.LabelProject).
 const (
-	LabelProject = "io.switchboard.project"
-	LabelServer  = "io.switchboard.server"
-	LabelPath    = "io.switchboard.path"
+	LabelServer = "io.switchboard.server"
+	LabelPath   = "io.switchboard.path"
 )
 
 // Upstreams is a project's connection pool as a hosted server needs it.
@@ -85,9 +84,9 @@ type Service struct {
 	regMu sync.Mutex // serializes registrations and deletions (name checks)
 
 	mu     sync.Mutex
-	sups   map[string]*supervisor // by row ID
+	sups   map[string]*supervisor   // by row ID
+	gone   map[string]chan struct{} // projects whose servers are being removed
 	closed bool
-	info   infoCache
 
 	persistCh chan *supervisor
 	wg        sync.WaitGroup
@@ -143,7 +142,7 @@ func New(opts Options) *Service {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
-		sups: map[string]*supervisor{}, persistCh: make(chan *supervisor, 64), ctx: ctx, cancel: cancel}
+		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, persistCh: make(chan *supervisor, 64), ctx: ctx, cancel: cancel}
 	s.wg.Go(s.persister)
 	return s
 }
@@ -156,20 +155,15 @@ func (s *Service) errNoEngine() error {
 	return switchboard.Errorf(switchboard.ErrUnavailable, "no Docker engine configured")
 }
 
-// Start removes containers a previous run of this instance left behind
-// (a gateway killed with -9: they are recreated, never adopted), then
-// starts a supervisor for every registered server, all at once. It does
+// Start starts a supervisor for every registered server, all at once
+// (what a gateway killed with -9 left is the engine's Sweep's, run before:
+// servers are recreated, never adopted). It does
 // not wait for them; an unreachable engine is reported in each server's
 // status and retried.
 func (s *Service) Start(ctx context.Context) error {
 	rows, err := s.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
 	if err != nil {
 		return fmt.Errorf("listing hosted servers: %w", err)
-	}
-	if s.eng != nil {
-		if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer}, func(engine.State) bool { return false }); err != nil {
-			s.log.Warn("could not clean up hosted-server containers of a previous run; each server retries", "err", err)
-		}
 	}
 	projects := map[string]bool{}
 	for _, row := range rows {
@@ -292,7 +286,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		return switchboard.HostedStatus{}, err
 	}
 	row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
-		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: "docker"})
+		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
@@ -372,7 +366,7 @@ func (s *Service) checkSecrets(ctx context.Context, project string, p plan) erro
 
 // labels of a row's engine objects.
 func labels(project, rowID, name string) map[string]string {
-	return map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID, LabelProject: project, LabelServer: name}
+	return map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID, engine.LabelProject: project, LabelServer: name}
 }
 
 var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -399,7 +393,7 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (st
 	if s.eng == nil {
 		return "", nil, s.errNoEngine()
 	}
-	if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID}, func(engine.State) bool { return false }); err != nil {
+	if _, err := s.eng.RemoveOwned(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID}); err != nil {
 		return "", nil, err
 	}
 	env, err := s.environment(ctx, project, p)
@@ -493,32 +487,19 @@ func expandEnv(env, secretVars, vals map[string]string) (lines, missing []string
 	return lines, slices.Compact(missing)
 }
 
-// infoCache keeps the engine's Info (runtimes, disk quotas) once read:
-// it does not change while the engine runs.
-type infoCache struct{ p atomic.Pointer[engine.Info] }
-
-// get returns the cached Info, asking eng the first time.
-func (c *infoCache) get(ctx context.Context, eng *engine.Engine) (engine.Info, error) {
-	if info := c.p.Load(); info != nil {
-		return *info, nil
-	}
-	info, err := eng.Info(ctx)
-	if err != nil {
-		return engine.Info{}, err
-	}
-	c.p.Store(&info)
-	return info, nil
-}
-
-// engineInfo is the engine's Info, cached.
-func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) { return s.info.get(ctx, s.eng) }
+// engineInfo is the engine's Info (which the engine keeps a minute).
+func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) { return s.eng.Info(ctx) }
 
 // limits reports a plan's effective limits.
 func (s *Service) limits(p plan) switchboard.HostedEffectiveLimits {
 	l := switchboard.HostedEffectiveLimits{CPU: float64(p.nanoCPUs) / 1e9, MemoryBytes: p.memoryBytes, DiskBytes: p.diskBytes, Pids: DefaultPids}
-	info := s.info.p.Load()
+	var info engine.Info
+	known := false
+	if s.eng != nil {
+		info, known = s.eng.KnownInfo()
+	}
 	switch {
-	case info == nil:
+	case !known:
 		l.DiskNote = "unknown until the engine answers"
 	case info.DiskQuota:
 		l.DiskEnforced = true
@@ -533,7 +514,7 @@ func (s *Service) cleanup(ctx context.Context, rowID string, p plan, keepVolumes
 	if s.eng == nil {
 		return
 	}
-	if _, err := s.eng.Reap(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelOwner: rowID}, func(engine.State) bool { return false }); err != nil {
+	if _, err := s.eng.RemoveOwned(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID}); err != nil {
 		s.log.Warn("removing a hosted server's containers", "hosted_id", rowID, "err", err)
 	}
 	if keepVolumes {
@@ -721,9 +702,9 @@ func (s *Service) persister() {
 // "docker/runc" otherwise).
 func providerOf(runtime string) string {
 	if runtime == "" {
-		return "docker"
+		return engine.Provider
 	}
-	return "docker/" + runtime
+	return engine.Provider + "/" + runtime
 }
 
 // Close stops every container (SIGTERM, then SIGKILL after
@@ -789,9 +770,15 @@ func (s *Service) All() []switchboard.HostedStatus {
 
 // ProjectGone stops and removes the containers and volumes of every
 // hosted server of a deleted project (the store deleted their rows with
-// it). It returns at once; the work is waited for by Close.
-func (s *Service) ProjectGone(project string) {
+// it). It returns at once, with a channel closed when the removal is done
+// (a call during a removal of the same project returns that one's); Close
+// waits for it too.
+func (s *Service) ProjectGone(project string) <-chan struct{} {
 	s.mu.Lock()
+	if ch, ok := s.gone[project]; ok {
+		s.mu.Unlock()
+		return ch
+	}
 	var gone []*supervisor
 	for id, sup := range s.sups {
 		if sup.project == project {
@@ -799,12 +786,21 @@ func (s *Service) ProjectGone(project string) {
 			delete(s.sups, id)
 		}
 	}
-	closed := s.closed
-	s.mu.Unlock()
-	if len(gone) == 0 || closed {
-		return
+	done := make(chan struct{})
+	if len(gone) == 0 || s.closed {
+		s.mu.Unlock()
+		close(done)
+		return done
 	}
+	s.gone[project] = done
+	s.mu.Unlock()
 	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.gone, project)
+			s.mu.Unlock()
+			close(done)
+		}()
 		for _, sup := range gone {
 			sup.close(s.timing.StopTimeout)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -813,4 +809,5 @@ func (s *Service) ProjectGone(project string) {
 			s.log.Info("hosted server removed with its project", "project", project, "server", sup.plan.reg.Name)
 		}
 	})
+	return done
 }

@@ -257,15 +257,11 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 	e := s.svc.eng
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
-	st, err := e.Attach(ctx, id)
+	run, err := e.StartAttached(ctx, id, s.ctx)
 	if err != nil {
 		return nil, err
 	}
-	exited := e.WaitNextExit(s.ctx, id)
-	if err := e.Start(ctx, id); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
+	st, exited := run.Stream, run.Exited
 	url := ""
 	state, err := e.Inspect(ctx, id)
 	if err != nil {
@@ -705,7 +701,7 @@ func (s *supervisor) status() switchboard.HostedStatus {
 	defer s.mu.Unlock()
 	st := switchboard.HostedStatus{
 		ID: s.id, Project: s.project, Name: s.plan.reg.Name, Image: s.plan.reg.Image,
-		Status: s.state, Warning: s.warning, LastError: s.lastErr, Provider: "docker", Runtime: s.runtime,
+		Status: s.state, Warning: s.warning, LastError: s.lastErr, Provider: engine.Provider, Runtime: s.runtime,
 		ContainerID: s.containerID, RestartCount: s.restarts, CrashCount: s.crashTotal,
 		Limits: s.svc.limits(s.plan), Config: s.plan.summary(),
 	}
