@@ -35,6 +35,11 @@ type Sandbox struct {
 	// host directory (a bind mount: operator configuration only, never
 	// taken from a tool argument or the API).
 	Volumes string `env:"MCP_SERVER_SANDBOX_VOLUMES"`
+	// WorkspaceRetention is how long an anonymous workspace (made by an
+	// execution without session_id, never attached, detached or
+	// snapshotted) is kept after its session ended; 0 deletes it when its
+	// session ends.
+	WorkspaceRetention time.Duration `env:"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION" envDefault:"24h"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.
@@ -165,6 +170,9 @@ func (s Sandbox) validate(dockerHost string) []error {
 	if s.MaxSessions < 1 {
 		bad("MCP_SERVER_SANDBOX_MAX_SESSIONS", "must be at least 1, got %d", s.MaxSessions)
 	}
+	if s.WorkspaceRetention < 0 {
+		bad("MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "must be a duration such as 24h, or 0 to delete such a workspace when its session ends, got %s", s.WorkspaceRetention)
+	}
 	if s.OutputLimit < 1024 {
 		bad("MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "must be at least 1024 bytes, got %d", s.OutputLimit)
 	}
@@ -191,5 +199,6 @@ func (s Sandbox) LogAttrs() []any {
 		net = "none"
 	}
 	return []any{"sandbox", s.Enabled, "sandbox_image_python", s.ImagePython, "sandbox_image_node", s.ImageNode,
-		"sandbox_session_timeout", s.SessionTimeout, "sandbox_max_sessions", s.MaxSessions, "sandbox_network", net}
+		"sandbox_session_timeout", s.SessionTimeout, "sandbox_max_sessions", s.MaxSessions, "sandbox_network", net,
+		"sandbox_workspace_retention", s.WorkspaceRetention}
 }

@@ -16,9 +16,18 @@ func TestSandboxDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Sandbox{Enabled: true, ImagePython: "switchboard-sandbox:latest", ImageNode: "switchboard-sandbox:latest",
-		SessionTimeout: 30 * time.Minute, MaxSessions: 10, MaxTimeout: 5 * time.Minute, OutputLimit: 1 << 20}
+		SessionTimeout: 30 * time.Minute, MaxSessions: 10, MaxTimeout: 5 * time.Minute, OutputLimit: 1 << 20,
+		WorkspaceRetention: 24 * time.Hour}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+// A retention of 0 is valid: such workspaces go when their session ends.
+func TestSandboxRetentionZero(t *testing.T) {
+	cfg, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION": "0"}))
+	if err != nil || cfg.Sandbox.WorkspaceRetention != 0 {
+		t.Fatalf("retention 0: %v %v", cfg.Sandbox.WorkspaceRetention, err)
 	}
 }
 
@@ -44,36 +53,38 @@ func TestSandboxVolumes(t *testing.T) {
 
 func TestSandboxRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ key, value string }{
-		"not json":                {"MCP_SERVER_SANDBOX_VOLUMES", `data:/x`},
-		"relative target":         {"MCP_SERVER_SANDBOX_VOLUMES", `["data:x"]`},
-		"workspace":               {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/workspace/x"]`},
-		"bind over the workspace": {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/workspace"]`},
-		"bind over tmp":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/tmp"]`},
-		"bind over root":          {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/"]`},
-		"relative host path":      {"MCP_SERVER_SANDBOX_VOLUMES", `["./data:/sandbox/data"]`},
-		"relative host dir":       {"MCP_SERVER_SANDBOX_VOLUMES", `["host/data:/sandbox/data"]`},
-		"dot dot host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/../etc:/sandbox/etc"]`},
-		"dot dot target":          {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/sandbox/../workspace"]`},
-		"relative bind target":    {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:sandbox"]`},
-		"unclean host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv//d/:/sandbox/d"]`},
-		"host root":               {"MCP_SERVER_SANDBOX_VOLUMES", `["/:/host"]`},
-		"docker socket":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run/docker.sock:/sandbox/docker.sock"]`},
-		"run docker socket":       {"MCP_SERVER_SANDBOX_VOLUMES", `["/run/docker.sock:/sandbox/docker.sock:ro"]`},
-		"socket directory":        {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run:/sandbox/run"]`},
-		"run directory":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/run:/sandbox/run"]`},
-		"var":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/var:/sandbox/var"]`},
-		"docker data":             {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/lib/docker/volumes:/sandbox/v"]`},
-		"proc":                    {"MCP_SERVER_SANDBOX_VOLUMES", `["/proc:/sandbox/proc"]`},
-		"sys":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/sys/fs/cgroup:/sandbox/cg"]`},
-		"dev":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/dev:/sandbox/dev"]`},
-		"mounted twice":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/a:/sandbox/x","/srv/b:/sandbox/x"]`},
-		"bad mode":                {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/x:rx"]`},
-		"host network":            {"MCP_SERVER_SANDBOX_NETWORK", "host"},
-		"bad network":             {"MCP_SERVER_SANDBOX_NETWORK", "a b"},
-		"zero sessions":           {"MCP_SERVER_SANDBOX_MAX_SESSIONS", "0"},
-		"timeout":                 {"MCP_SERVER_SANDBOX_SESSION_TIMEOUT", "soon"},
-		"bool":                    {"MCP_SERVER_SANDBOX", "maybe"},
-		"output":                  {"MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "10"},
+		"not json":                 {"MCP_SERVER_SANDBOX_VOLUMES", `data:/x`},
+		"relative target":          {"MCP_SERVER_SANDBOX_VOLUMES", `["data:x"]`},
+		"workspace":                {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/workspace/x"]`},
+		"bind over the workspace":  {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/workspace"]`},
+		"bind over tmp":            {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/tmp"]`},
+		"bind over root":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/"]`},
+		"relative host path":       {"MCP_SERVER_SANDBOX_VOLUMES", `["./data:/sandbox/data"]`},
+		"relative host dir":        {"MCP_SERVER_SANDBOX_VOLUMES", `["host/data:/sandbox/data"]`},
+		"dot dot host path":        {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/../etc:/sandbox/etc"]`},
+		"dot dot target":           {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/sandbox/../workspace"]`},
+		"relative bind target":     {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:sandbox"]`},
+		"unclean host path":        {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv//d/:/sandbox/d"]`},
+		"host root":                {"MCP_SERVER_SANDBOX_VOLUMES", `["/:/host"]`},
+		"docker socket":            {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run/docker.sock:/sandbox/docker.sock"]`},
+		"run docker socket":        {"MCP_SERVER_SANDBOX_VOLUMES", `["/run/docker.sock:/sandbox/docker.sock:ro"]`},
+		"socket directory":         {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/run:/sandbox/run"]`},
+		"run directory":            {"MCP_SERVER_SANDBOX_VOLUMES", `["/run:/sandbox/run"]`},
+		"var":                      {"MCP_SERVER_SANDBOX_VOLUMES", `["/var:/sandbox/var"]`},
+		"docker data":              {"MCP_SERVER_SANDBOX_VOLUMES", `["/var/lib/docker/volumes:/sandbox/v"]`},
+		"proc":                     {"MCP_SERVER_SANDBOX_VOLUMES", `["/proc:/sandbox/proc"]`},
+		"sys":                      {"MCP_SERVER_SANDBOX_VOLUMES", `["/sys/fs/cgroup:/sandbox/cg"]`},
+		"dev":                      {"MCP_SERVER_SANDBOX_VOLUMES", `["/dev:/sandbox/dev"]`},
+		"mounted twice":            {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/a:/sandbox/x","/srv/b:/sandbox/x"]`},
+		"bad mode":                 {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/x:rx"]`},
+		"host network":             {"MCP_SERVER_SANDBOX_NETWORK", "host"},
+		"bad network":              {"MCP_SERVER_SANDBOX_NETWORK", "a b"},
+		"zero sessions":            {"MCP_SERVER_SANDBOX_MAX_SESSIONS", "0"},
+		"timeout":                  {"MCP_SERVER_SANDBOX_SESSION_TIMEOUT", "soon"},
+		"bool":                     {"MCP_SERVER_SANDBOX", "maybe"},
+		"output":                   {"MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "10"},
+		"negative retention":       {"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "-1h"},
+		"retention not a duration": {"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "a day"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(getenvOf(map[string]string{tc.key: tc.value}))

@@ -42,13 +42,19 @@ func (p *ProjectTools) CallTool(ctx context.Context, req switchboard.CallRequest
 
 func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	s := p.s
+	// actor is who acts, for the holder checks: a call without an MCP
+	// session holds nothing, and is not the admin ("").
+	actor := req.Session
+	if actor == "" {
+		actor = sessionless
+	}
 	switch req.Tool {
 	case ToolExecuteCode, ToolExecuteCommand:
 		r, err := s.parseExec(req.Tool, req.Arguments)
 		if err != nil {
 			return nil, err
 		}
-		res, err := s.execute(ctx, p.project, req.Session, r, progressSender(req))
+		res, err := s.execute(ctx, p.project, actor, r, progressSender(req))
 		if err != nil {
 			return nil, err
 		}
@@ -65,6 +71,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 				return nil, err
 			}
 			list = []SessionInfo{x.describe()}
+			s.used(ctx, x.workspaceID)
 		}
 		if list == nil {
 			list = []SessionInfo{}
@@ -75,11 +82,11 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if err != nil {
 			return nil, err
 		}
-		info, err := s.StopSession(ctx, p.project, id)
+		info, kept, err := s.StopSession(ctx, p.project, actor, id)
 		if err != nil {
 			return nil, err
 		}
-		return switchboard.StructuredResult(map[string]any{"session_id": info.SessionID, "stopped": true, "workspace_id": info.WorkspaceID, "workspace_retained": true})
+		return switchboard.StructuredResult(map[string]any{"session_id": info.SessionID, "stopped": true, "workspace_id": info.WorkspaceID, "workspace_retained": kept})
 	case ToolGetVolumePath:
 		id, err := parseSession(req.Tool, req.Arguments, false)
 		if err != nil {
@@ -101,6 +108,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			}
 			out["session_id"] = x.id
 			out["workspace_id"] = x.workspaceID
+			s.used(ctx, x.workspaceID)
 			vols = append(vols, vol{Source: x.volume, Type: "volume", ContainerPath: "/workspace", Kind: "workspace"})
 		}
 		for _, v := range s.opts.Volumes {
@@ -115,7 +123,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 	}
 	if s.opts.Store != nil {
 		switch req.Tool {
-		case ToolListWorkspaces, ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace, ToolRestoreSnapshot:
+		case ToolListWorkspaces, ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace, ToolRestoreSnapshot, ToolDeleteWorkspace:
 			a, err := parseWorkspace(req.Tool, req.Arguments)
 			if err != nil {
 				return nil, err
@@ -131,11 +139,13 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			case ToolAttachWorkspace:
 				v, err = s.Attach(ctx, p.project, req.Session, a.WorkspaceID, a.Template, a.Flavor)
 			case ToolDetachWorkspace:
-				v, err = s.Detach(ctx, p.project, req.Session, a.WorkspaceID)
+				v, err = s.Detach(ctx, p.project, actor, a.WorkspaceID)
 			case ToolSnapshotWorkspace:
-				v, err = s.Snapshot(ctx, p.project, a.WorkspaceID)
+				v, err = s.Snapshot(ctx, p.project, actor, a.WorkspaceID)
 			case ToolRestoreSnapshot:
 				v, err = s.Restore(ctx, p.project, a.SnapshotID)
+			case ToolDeleteWorkspace:
+				v, err = s.Delete(ctx, p.project, actor, a.WorkspaceID)
 			}
 			if err != nil {
 				return nil, err

@@ -32,8 +32,12 @@ type Engine interface {
 	Exec(ctx context.Context, id string, s engine.ExecSpec) (int, error)
 	WaitNextExit(ctx context.Context, id string) <-chan engine.Exit
 	Attach(ctx context.Context, id string) (*engine.Stream, error)
+	Inspect(ctx context.Context, id string) (engine.State, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	RemoveVolume(ctx context.Context, name string) error
+	InspectVolume(ctx context.Context, name string) (engine.Volume, error)
+	ListVolumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
+	Owner() string
 }
 
 // Labels on what the sandbox creates, beside the engine's own.
@@ -79,7 +83,12 @@ type Options struct {
 	MaxFileBytes int64
 	// NoSupervisor makes every execution a docker exec (for comparison).
 	NoSupervisor bool
-	Logger       *slog.Logger
+	// WorkspaceRetention is how long an anonymous workspace (made by an
+	// execution without session_id, never attached, detached or
+	// snapshotted) is kept once its session has ended; default 24h. A
+	// negative value deletes it as soon as its session ends.
+	WorkspaceRetention time.Duration
+	Logger             *slog.Logger
 }
 
 // Service runs sandbox sessions for every project. Its tools are served
@@ -91,9 +100,12 @@ type Service struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by id
 	pending  map[string]int      // sessions being created, per project
+	settled  *sync.Cond          // on mu: a pending start ended
 	closed   bool
 
-	wsMu sync.Mutex // serializes attach, detach, snapshot and restore
+	wsMu     sync.Mutex     // serializes attach, detach, snapshot, restore and deletions
+	rowMu    [32]sync.Mutex // a workspace row's read-modify-write, by a hash of its id
+	deleting map[string]int // projects being deleted (DeleteProject): no new session
 
 	info engine.Info // cached once known (NCPU > 0)
 
@@ -110,12 +122,12 @@ type session struct {
 	id, project      string
 	template, flavor string
 	image            string
-	containerID      string
 	workspaceID      string
 	volume           string
 	createdAt        time.Time
 	exec             sync.RWMutex // executions share it; snapshot and stop take it alone
 	mu               sync.Mutex   // guards the fields below
+	containerID      string       // replaced when the container vanished (revive)
 	lastUsed         time.Time
 	agentSession     string
 	attachedBy       string      // the agent session holding it through attach_workspace; "" none
@@ -123,6 +135,14 @@ type session struct {
 	sup              *supervisor // nil: executions use docker exec
 	running          int
 	stopped          bool
+	dropped          bool // its anonymous workspace was deleted when it stopped
+}
+
+// container returns x's container id.
+func (x *session) container() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.containerID
 }
 
 // New returns a Service and starts its idle sweeper; Close stops both.
@@ -154,11 +174,15 @@ func New(opts Options) *Service {
 	if opts.SupervisorWait <= 0 {
 		opts.SupervisorWait = 15 * time.Second
 	}
+	if opts.WorkspaceRetention == 0 {
+		opts.WorkspaceRetention = 24 * time.Hour
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, ctx: ctx, cancel: cancel}
+	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, deleting: map[string]int{}, ctx: ctx, cancel: cancel}
+	s.settled = sync.NewCond(&s.mu)
 	s.wg.Go(s.sweep)
 	return s
 }
@@ -182,13 +206,14 @@ func (s *Service) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(list))
 	for i, x := range list {
-		wg.Go(func() { errs[i] = s.stop(ctx, x, "gateway shutdown") })
+		wg.Go(func() { errs[i] = s.end(ctx, x, "gateway shutdown") })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// sweep stops sessions idle longer than SessionTimeout.
+// sweep stops sessions idle longer than SessionTimeout, then tends the
+// workspace rows (tend).
 func (s *Service) sweep() {
 	t := time.NewTicker(s.opts.SweepInterval)
 	defer t.Stop()
@@ -211,11 +236,14 @@ func (s *Service) sweep() {
 		s.mu.Unlock()
 		for _, x := range idle {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
-			if err := s.stop(ctx, x, "idle"); err != nil {
+			if err := s.end(ctx, x, "idle"); err != nil {
 				s.log.Warn("sandbox: stopping an idle session", "session", x.id, "err", err)
 			}
 			cancel()
 		}
+		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+		s.tend(ctx)
+		cancel()
 	}
 }
 
@@ -318,6 +346,10 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		s.mu.Unlock()
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
 	}
+	if s.deleting[project] > 0 {
+		s.mu.Unlock()
+		return nil, errProjectDeleting(project)
+	}
 	n := s.pending[project]
 	for _, x := range s.sessions {
 		if x.project == project {
@@ -333,14 +365,11 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	defer func() {
 		s.mu.Lock()
 		s.pending[project]--
+		s.settled.Broadcast()
 		s.mu.Unlock()
 	}()
 
-	info, err := s.engineInfo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	image, variable := s.imageFor(template)
+	image, _ := s.imageFor(template)
 	now := time.Now()
 	x := &session{id: newID("sb-"), project: project, template: template, flavor: flavor, image: image,
 		createdAt: now, lastUsed: now, agentSession: agent}
@@ -354,16 +383,50 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 			s.dropWorkspace(x)
 		}
 	}
-	lim := limitsFor(flavor, info)
+	id, sup, err := s.startContainer(ctx, x)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	x.containerID, x.sup = id, sup
+	s.mu.Lock()
+	if s.closed || s.deleting[project] > 0 {
+		err := errProjectDeleting(project)
+		if s.closed {
+			err = switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+		}
+		s.mu.Unlock()
+		s.discard(ctx, id, sup)
+		drop()
+		return nil, err
+	}
+	s.sessions[x.id] = x
+	s.mu.Unlock()
+	s.touchWorkspace(x, "running", nil)
+	s.log.Info("sandbox: session started", "project", project, "sandbox_session", x.id, "template", template, "flavor", flavor, "workspace", x.workspaceID)
+	return x, nil
+}
+
+// startContainer creates and starts a container for session x on its
+// workspace volume, and greets its supervisor (nil: the image has no
+// python3, executions use docker exec). Nothing is left behind when it
+// fails.
+func (s *Service) startContainer(ctx context.Context, x *session) (string, *supervisor, error) {
+	info, err := s.engineInfo(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	_, variable := s.imageFor(x.template)
+	lim := limitsFor(x.flavor, info)
 	spec := engine.Spec{
 		Name:         "switchboard-" + x.id,
-		Image:        image,
-		Cmd:          supervisorCmd(s.fileBytes(flavor)),
+		Image:        x.image,
+		Cmd:          supervisorCmd(s.fileBytes(x.flavor)),
 		Stdin:        true,
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		WorkingDir:   "/workspace",
 		Env:          []string{"HOME=/workspace", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
-		Labels:       map[string]string{engine.LabelKind: KindSession, engine.LabelRef: x.id, engine.LabelProject: project},
+		Labels:       map[string]string{engine.LabelKind: KindSession, engine.LabelRef: x.id, engine.LabelProject: x.project},
 		NanoCPUs:     lim.nanoCPUs,
 		MemoryBytes:  lim.memory,
 		PidsLimit:    lim.pids,
@@ -385,18 +448,16 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	}
 	id, err := s.opts.Engine.Create(ctx, spec)
 	if err != nil {
-		drop()
 		if errors.Is(err, switchboard.ErrNotFound) {
-			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", image, template, variable)
+			return "", nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", x.image, x.template, variable)
 		}
 		if errors.Is(err, switchboard.ErrInvalid) && len(spec.Binds) > 0 {
 			// Most likely a configured host directory that does not
 			// exist on the engine's host; the engine's words say which.
-			return nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox: the Docker engine refused a session container (%s); check the host directories in MCP_SERVER_SANDBOX_VOLUMES exist on the Docker engine's host", switchboard.Message(err))
+			return "", nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox: the Docker engine refused a session container (%s); check the host directories in MCP_SERVER_SANDBOX_VOLUMES exist on the Docker engine's host", switchboard.Message(err))
 		}
-		return nil, engineError(err)
+		return "", nil, engineError(err)
 	}
-	x.containerID = id
 	stream, err := s.opts.Engine.Attach(ctx, id)
 	if err == nil {
 		err = s.opts.Engine.Start(ctx, id)
@@ -404,32 +465,28 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 			_ = stream.Close()
 		}
 	}
-	if err == nil {
-		x.sup = startSupervisor(stream, s.opts.SupervisorWait)
-		if x.sup == nil {
-			s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", image)
-		}
-	}
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = s.opts.Engine.Remove(rctx, id)
-		cancel()
-		drop()
-		return nil, engineError(err)
+		s.discard(ctx, id, nil)
+		return "", nil, engineError(err)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = s.opts.Engine.Remove(rctx, id)
-		cancel()
-		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+	sup := startSupervisor(stream, s.opts.SupervisorWait)
+	if sup == nil {
+		s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", x.image)
 	}
-	s.sessions[x.id] = x
-	s.mu.Unlock()
-	s.touchWorkspace(x, "running")
-	s.log.Info("sandbox: session started", "project", project, "sandbox_session", x.id, "template", template, "flavor", flavor, "runtime", orDefault(spec.Runtime, "runc"), "workspace", x.workspaceID)
-	return x, nil
+	s.log.Debug("sandbox: container started", "sandbox_session", x.id, "runtime", orDefault(spec.Runtime, "runc"))
+	return id, sup, nil
+}
+
+// discard removes a container that serves no session (any more).
+func (s *Service) discard(ctx context.Context, id string, sup *supervisor) {
+	if sup != nil {
+		sup.close()
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.opts.Engine.Remove(rctx, id); err != nil {
+		s.log.Warn("sandbox: removing a container", "container", id, "err", err)
+	}
 }
 
 func orDefault(s, d string) string {
@@ -447,8 +504,9 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 		return nil
 	}
 	x.stopped = true
+	id := x.containerID
 	x.mu.Unlock()
-	err := s.opts.Engine.Remove(ctx, x.containerID)
+	err := s.opts.Engine.Remove(ctx, id)
 	if err != nil {
 		// Still there: let Close (or a later stop) try again.
 		x.mu.Lock()
@@ -464,8 +522,28 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	s.mu.Lock()
 	delete(s.sessions, x.id)
 	s.mu.Unlock()
-	s.touchWorkspace(x, "ready")
+	s.touchWorkspace(x, WorkspaceReady, nil)
 	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
+	return nil
+}
+
+// end stops x, then applies the retention rule to its workspace: an
+// anonymous one goes at once when the retention is negative (the
+// setting's 0); otherwise the sweeper deletes it when it expires.
+func (s *Service) end(ctx context.Context, x *session, why string) error {
+	if err := s.stop(ctx, x, why); err != nil {
+		return err
+	}
+	if s.opts.Store == nil || s.opts.WorkspaceRetention >= 0 {
+		return nil
+	}
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	if s.expireLocked(ctx, x.workspaceID, time.Now()) {
+		x.mu.Lock()
+		x.dropped = true
+		x.mu.Unlock()
+	}
 	return nil
 }
 
@@ -502,7 +580,8 @@ type Result struct {
 	Success         bool   `json:"success"`
 }
 
-// execute runs r for project, in r's session or a new one.
+// execute runs r for project, in r's session or a new one. agent is
+// the calling agent session (sessionless for a call without one).
 func (s *Service) execute(ctx context.Context, project, agent string, r request, progress func(stream, chunk string)) (Result, error) {
 	var x *session
 	created := false
@@ -511,11 +590,8 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		if x, err = s.lookup(project, r.sessionID); err != nil {
 			return Result{}, err
 		}
-		x.mu.Lock()
-		holder := x.attachedBy
-		x.mu.Unlock()
-		if holder != "" && agent != holder {
-			return Result{}, switchboard.Errorf(switchboard.ErrConflict, "%s: workspace %s of session %s is attached to agent session %s; wait until it detaches (detach_workspace) or its MCP session ends", r.tool, x.workspaceID, x.id, holder)
+		if err := checkHolder(x, agent, r.tool); err != nil {
+			return Result{}, err
 		}
 		if r.flavor != "" && r.flavor != x.flavor {
 			return Result{}, invalid("%s: session %s is flavor %s; a session's flavor cannot change (omit flavor, or omit session_id to start a %s session)", r.tool, x.id, x.flavor, r.flavor)
@@ -525,11 +601,33 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		}
 	} else {
 		var err error
-		if x, err = s.create(ctx, project, agent, r.template, r.flavor); err != nil {
+		if x, err = s.create(ctx, project, visible(agent), r.template, r.flavor); err != nil {
 			return Result{}, err
 		}
 		created = true
 	}
+	res, err := s.run(ctx, x, visible(agent), r, created, progress, false)
+	var ns notStarted
+	if errors.As(err, &ns) {
+		// The program did not start: the session's supervisor or its
+		// container was gone. Heal the session and run it once more.
+		res, err = s.run(ctx, x, visible(agent), r, created, progress, ns.gone)
+		if errors.As(err, &ns) {
+			err = switchboard.Errorf(switchboard.ErrInternal, "%s: the session's container does not answer after a restart; stop it (stop_session) and start a new one", r.tool)
+		}
+	}
+	return res, err
+}
+
+// notStarted is why an execution did not start: its session's
+// supervisor had ended, or (gone) its container was no longer there.
+type notStarted struct{ gone bool }
+
+func (notStarted) Error() string { return "the execution did not start" }
+
+// run runs r in session x. healGone says the container was found gone:
+// a new one is started on the workspace first.
+func (s *Service) run(ctx context.Context, x *session, agent string, r request, created bool, progress func(stream, chunk string), healGone bool) (Result, error) {
 	x.exec.RLock()
 	defer x.exec.RUnlock()
 	x.mu.Lock()
@@ -548,7 +646,7 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		x.running--
 		x.lastUsed = time.Now()
 		x.mu.Unlock()
-		s.touchWorkspace(x, "")
+		s.touchWorkspace(x, "", nil)
 	}()
 
 	res := Result{SessionID: x.id, SessionCreated: created, Template: x.template, Flavor: x.flavor, WorkspaceID: x.workspaceID}
@@ -561,7 +659,7 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		out.onWrite = func(b []byte) { progress("stdout", string(b)) }
 		errw.onWrite = func(b []byte) { progress("stderr", string(b)) }
 	}
-	if sup, err := s.supervisorOf(ctx, x); err != nil {
+	if sup, err := s.supervisorOf(ctx, x, healGone); err != nil {
 		return Result{}, err
 	} else if sup != nil && !s.opts.NoSupervisor {
 		return s.superviseExec(ctx, x, sup, r, res, out, errw)
@@ -587,9 +685,12 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 	ectx, cancel := context.WithTimeout(ctx, r.timeout+s.opts.KillGrace)
 	defer cancel()
 	start := time.Now()
-	code, err := s.opts.Engine.Exec(ectx, x.containerID, spec)
+	code, err := s.opts.Engine.Exec(ectx, x.container(), spec)
 	elapsed := time.Since(start)
 	res.ExecutionTimeMS = elapsed.Milliseconds()
+	if errors.Is(err, switchboard.ErrNotFound) && ctx.Err() == nil {
+		return Result{}, notStarted{gone: true}
+	}
 	if err != nil {
 		// The call was cancelled, or output kept flowing past the
 		// timeout (a process escaped the group): kill what is left.
@@ -617,7 +718,7 @@ func (s *Service) killGroup(x *session, execID string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	f := "/tmp/.switchboard/" + execID
-	_, err := s.opts.Engine.Exec(ctx, x.containerID, engine.ExecSpec{
+	_, err := s.opts.Engine.Exec(ctx, x.container(), engine.ExecSpec{
 		Cmd:    []string{"sh", "-c", `p=$(cat "$1" 2>/dev/null) && kill -KILL "-$p" 2>/dev/null; rm -f "$1"`, "sh", f},
 		Stdout: io.Discard, Stderr: io.Discard,
 	})
@@ -719,16 +820,28 @@ func (s *Service) Sessions(project string) []SessionInfo {
 	return out
 }
 
-// StopSession stops project's session id. Errors: ErrNotFound.
-func (s *Service) StopSession(ctx context.Context, project, id string) (SessionInfo, error) {
+// StopSession stops project's session id for agent ("" is the admin)
+// and reports whether its workspace is kept (an anonymous one is deleted
+// at once when the retention is negative). Errors: ErrNotFound,
+// ErrConflict (its workspace is attached to another agent session,
+// named).
+func (s *Service) StopSession(ctx context.Context, project, agent, id string) (SessionInfo, bool, error) {
 	x, err := s.lookup(project, id)
 	if err != nil {
-		return SessionInfo{}, err
+		return SessionInfo{}, false, err
+	}
+	if err := checkHolder(x, agent, ToolStopSession); err != nil {
+		return SessionInfo{}, false, err
 	}
 	info := x.describe()
 	// Running executions are killed with the container; waiting for
 	// them would let a runaway call hold the stop.
-	return info, s.stop(ctx, x, "stop_session")
+	if err := s.end(ctx, x, "stop_session"); err != nil {
+		return info, false, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return info, !x.dropped, nil
 }
 
 // superviseExec runs r through x's supervisor.
@@ -753,6 +866,8 @@ func (s *Service) superviseExec(ctx context.Context, x *session, sup *supervisor
 		return Result{}, switchboard.Errorf(switchboard.ErrCanceled, "%s: cancelled; every process of the call was killed", r.tool)
 	case ectx.Err() != nil:
 		res.TimedOut = true
+	case errors.Is(err, errSupervisorGone):
+		return Result{}, notStarted{}
 	default:
 		return Result{}, switchboard.Errorf(switchboard.ErrInternal, "%s: the session's supervisor ended (a program killed it, or ran out of memory); its processes were stopped, and the next call restarts the session's container with its files", r.tool)
 	}
@@ -764,24 +879,84 @@ func (s *Service) superviseExec(ctx context.Context, x *session, sup *supervisor
 // supervisorOf returns x's live supervisor. One that died (killed by a
 // program, or out of memory) took the container's main process with it:
 // the container is started again, with the same workspace, and a new
-// supervisor. nil means x uses docker exec.
-func (s *Service) supervisorOf(ctx context.Context, x *session) (*supervisor, error) {
+// supervisor. A container that is gone (removed outside the gateway, or
+// gone is true) is replaced by a new one on the same workspace. nil
+// means x uses docker exec.
+func (s *Service) supervisorOf(ctx context.Context, x *session, gone bool) (*supervisor, error) {
 	x.supMu.Lock()
 	defer x.supMu.Unlock()
-	if x.sup == nil || x.sup.alive() {
+	if !gone && (x.sup == nil || x.sup.alive()) {
 		return x.sup, nil
 	}
-	x.sup.close()
-	x.sup = nil
-	s.log.Warn("sandbox: the session's supervisor ended; restarting its container", "sandbox_session", x.id)
-	stream, err := s.opts.Engine.Attach(ctx, x.containerID)
+	if x.sup != nil {
+		x.sup.close()
+		x.sup = nil
+	}
+	if !gone {
+		s.log.Warn("sandbox: the session's supervisor ended; restarting its container", "sandbox_session", x.id)
+		id := x.container()
+		stream, err := s.opts.Engine.Attach(ctx, id)
+		if err == nil {
+			if err = s.opts.Engine.Start(ctx, id); err != nil {
+				_ = stream.Close()
+			}
+		}
+		if err == nil {
+			x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+			return x.sup, nil
+		}
+		if !errors.Is(err, switchboard.ErrNotFound) {
+			return nil, engineError(err)
+		}
+	}
+	return s.revive(ctx, x)
+}
+
+// revive starts a new container for x on its workspace, in place of
+// one removed outside the gateway. When the workspace's volume is gone
+// too, x is forgotten (its row deleted) and the error says so. Callers
+// hold x.supMu.
+func (s *Service) revive(ctx context.Context, x *session) (*supervisor, error) {
+	if _, err := s.opts.Engine.InspectVolume(ctx, x.volume); err != nil {
+		if !errors.Is(err, switchboard.ErrNotFound) {
+			return nil, engineError(err)
+		}
+		s.forget(ctx, x)
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "session not found: the container of session %s and its workspace %s were removed outside the gateway, so the session is gone; omit session_id to start a new one", x.id, x.workspaceID)
+	}
+	id, sup, err := s.startContainer(ctx, x)
 	if err != nil {
-		return nil, engineError(err)
+		return nil, err
 	}
-	if err := s.opts.Engine.Start(ctx, x.containerID); err != nil {
-		_ = stream.Close()
-		return nil, engineError(err)
+	x.mu.Lock()
+	if x.stopped {
+		x.mu.Unlock()
+		s.discard(ctx, id, sup)
+		return nil, switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q was stopped", x.id)
 	}
-	x.sup = startSupervisor(stream, s.opts.SupervisorWait)
-	return x.sup, nil
+	x.containerID = id
+	x.mu.Unlock()
+	x.sup = sup
+	s.log.Warn("sandbox: the session's container was gone (removed outside the gateway); started a new one on its workspace", "project", x.project, "sandbox_session", x.id, "workspace", x.workspaceID)
+	s.touchWorkspace(x, WorkspaceRunning, nil)
+	return sup, nil
+}
+
+// forget drops session x whose container and workspace volume were
+// removed outside the gateway, and the workspace's row. Callers hold
+// x.supMu.
+func (s *Service) forget(ctx context.Context, x *session) {
+	x.mu.Lock()
+	x.stopped = true
+	x.mu.Unlock()
+	s.mu.Lock()
+	delete(s.sessions, x.id)
+	s.mu.Unlock()
+	s.discard(ctx, x.container(), nil)
+	if s.opts.Store != nil {
+		if err := s.opts.Store.DeleteWorkspace(ctx, x.workspaceID); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+			s.log.Warn("sandbox: deleting the row of a workspace whose volume is gone", "workspace", x.workspaceID, "err", err)
+		}
+	}
+	s.log.Warn("sandbox: the session's container and workspace volume were removed outside the gateway; session forgotten", "project", x.project, "sandbox_session", x.id, "workspace", x.workspaceID)
 }

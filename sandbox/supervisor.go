@@ -20,6 +20,7 @@ import (
 //	-> {"id":1,"a":[argv],"d":"/workspace","v":{"K":"V"},"i":"<b64 stdin>","t":30.0}
 //	-> {"k":1}                                 kill execution 1's process group
 //	<- {"ready":1}                             once, at start
+//	<- {"id":1,"s":1}                          execution 1 received (it starts)
 //	<- {"id":1,"o":"<b64>"} / {"id":1,"e":"<b64>"}  stdout / stderr chunks
 //	<- {"id":1,"x":0,"t":false}                exit code, timed out
 //
@@ -88,6 +89,7 @@ for line in sys.stdin.buffer:
         p = procs.get(r["k"])
         if p: killpg(p)
         continue
+    send({"id": r.get("id"), "s": 1})
     threading.Thread(target=run, args=(r,), daemon=True).start()
 `
 
@@ -117,6 +119,7 @@ type supervisor struct {
 type supRun struct {
 	stdout, stderr io.Writer
 	done           chan supExit
+	started        bool // the supervisor received it; guarded by supervisor.mu
 }
 
 type supExit struct {
@@ -124,7 +127,13 @@ type supExit struct {
 	timedOut bool
 }
 
-var errSupervisorGone = errors.New("the session's supervisor ended")
+// errSupervisorGone: the supervisor had ended before the program was
+// sent (it did not start); errSupervisorDied: it ended while the program
+// ran.
+var (
+	errSupervisorGone = errors.New("the session's supervisor ended")
+	errSupervisorDied = errors.New("the session's supervisor ended during the execution")
+)
 
 // startSupervisor reads the supervisor's greeting from rw within wait;
 // it returns nil when none comes (no python3 in the image) so the
@@ -172,6 +181,7 @@ func (s *supervisor) read(br *bufio.Reader, ready chan<- bool) {
 			E     string `json:"e"`
 			X     *int   `json:"x"`
 			T     bool   `json:"t"`
+			S     int    `json:"s"`
 		}
 		if json.Unmarshal(line, &m) != nil {
 			continue
@@ -185,6 +195,9 @@ func (s *supervisor) read(br *bufio.Reader, ready chan<- bool) {
 		r := s.runs[m.ID]
 		if r != nil && m.X != nil {
 			delete(s.runs, m.ID)
+		}
+		if r != nil && m.S == 1 {
+			r.started = true
 		}
 		s.mu.Unlock()
 		if r == nil {
@@ -229,7 +242,8 @@ func (s *supervisor) alive() bool {
 
 // run executes argv and waits for its exit. When ctx ends first the
 // program's process group is killed and ctx.Err() returned; when the
-// supervisor dies, errSupervisorGone.
+// supervisor is gone, errSupervisorGone (before the program started) or
+// errSupervisorDied.
 func (s *supervisor) run(ctx context.Context, argv []string, dir string, env map[string]string, stdin *string, timeout time.Duration, stdout, stderr io.Writer) (supExit, error) {
 	s.mu.Lock()
 	if !s.alive() {
@@ -254,7 +268,13 @@ func (s *supervisor) run(ctx context.Context, argv []string, dir string, env map
 	select {
 	case ex, ok := <-r.done:
 		if !ok {
-			return supExit{}, errSupervisorGone
+			s.mu.Lock()
+			started := r.started
+			s.mu.Unlock()
+			if !started {
+				return supExit{}, errSupervisorGone
+			}
+			return supExit{}, errSupervisorDied
 		}
 		return ex, nil
 	case <-ctx.Done():

@@ -26,6 +26,7 @@ const (
 	ToolDetachWorkspace   = "detach_workspace"
 	ToolSnapshotWorkspace = "snapshot_workspace"
 	ToolRestoreSnapshot   = "restore_snapshot"
+	ToolDeleteWorkspace   = "delete_workspace"
 )
 
 // Templates and flavors accepted by the tools.
@@ -43,6 +44,10 @@ const maxCodeBytes = 120 << 10
 // the timeouts, and when sessions go away.
 func (s *Service) toolDefs() []json.RawMessage {
 	idle := s.opts.SessionTimeout.String()
+	kept := "deleted as soon as its session ends"
+	if s.opts.WorkspaceRetention > 0 {
+		kept = "deleted " + s.opts.WorkspaceRetention.String() + " after its session ends"
+	}
 	maxT := int(s.opts.MaxTimeout / time.Second)
 	defT := int(s.opts.DefaultTimeout / time.Second)
 	net := "There is no network access."
@@ -126,7 +131,7 @@ func (s *Service) toolDefs() []json.RawMessage {
 		},
 		{
 			"name":        ToolStopSession,
-			"description": "Stop a sandbox session: its processes end and its container is removed. The workspace (files in /workspace) is kept; a stopped session's id is no longer usable.",
+			"description": "Stop a sandbox session: its processes end and its container is removed; a stopped session's id is no longer usable. The workspace (files in /workspace) is kept, except one made by a call without session_id that nobody attached, detached or snapshotted: that one is " + kept + " (workspace_retained says whether it is still there). Fails, naming the holder, while another agent session has its workspace attached.",
 			"inputSchema": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"session_id"}, "properties": map[string]any{
 				"session_id": map[string]any{"type": "string", "description": "the session to stop"},
 			}},
@@ -156,6 +161,11 @@ func (s *Service) toolDefs() []json.RawMessage {
 			"workspace_id": map[string]any{"type": "string"}, "status": map[string]any{"type": "string", "enum": []string{WorkspaceReady, WorkspaceRunning, WorkspaceSnapshot}},
 			"volume": map[string]any{"type": "string"}, "agent_session_id": map[string]any{"type": "string"}, "session_id": map[string]any{"type": "string"},
 			"snapshot_of": map[string]any{"type": "string"}, "last_used_at": map[string]any{"type": "string"}, "created_at": map[string]any{"type": "string"},
+			"anonymous":  map[string]any{"type": "boolean", "description": "made by a call without session_id and never attached, detached or snapshotted: " + kept},
+			"expires_at": map[string]any{"type": "string", "description": "when an anonymous workspace whose session ended is deleted"},
+			"attach_history": map[string]any{"type": "array", "description": "the last attaches, oldest first", "items": map[string]any{"type": "object", "properties": map[string]any{
+				"previous_agent_session_id": map[string]any{"type": "string"}, "agent_session_id": map[string]any{"type": "string"}, "at": map[string]any{"type": "string"},
+			}}},
 		}}
 		idIn := func(name, desc string, extra map[string]any) map[string]any {
 			props := map[string]any{name: map[string]any{"type": "string", "minLength": 1, "description": desc}}
@@ -185,6 +195,16 @@ func (s *Service) toolDefs() []json.RawMessage {
 				"description":  "Restore a snapshot into a new workspace (new id, status ready) holding exactly the snapshot's files; attach it to work in it.",
 				"inputSchema":  idIn("snapshot_id", "the snapshot, from snapshot_workspace or list_workspaces", nil),
 				"outputSchema": wsObj},
+			map[string]any{"name": ToolDeleteWorkspace,
+				"description": "Delete a workspace or a snapshot for good: the session running on it (if any) stops and its files are removed. Give workspace_id (a snapshot's id is its workspace_id in list_workspaces) or snapshot_id. Fails, naming the holder, while another agent session has the workspace attached.",
+				"inputSchema": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+					"workspace_id": map[string]any{"type": "string", "minLength": 1, "description": "the workspace or snapshot to delete"},
+					"snapshot_id":  map[string]any{"type": "string", "minLength": 1, "description": "the snapshot to delete (instead of workspace_id)"},
+				}},
+				"outputSchema": map[string]any{"type": "object", "required": []string{"workspace_id", "deleted"}, "properties": map[string]any{
+					"workspace_id": map[string]any{"type": "string"}, "deleted": map[string]any{"type": "boolean"},
+					"snapshot": map[string]any{"type": "boolean", "description": "it was a snapshot"}, "stopped_session_id": map[string]any{"type": "string", "description": "the session stopped with it"},
+				}}},
 		)
 	}
 	out := make([]json.RawMessage, len(tools))
@@ -426,6 +446,8 @@ func parseWorkspace(tool string, raw json.RawMessage) (wsArgs, error) {
 		names = []string{"workspace_id", "template", "flavor"}
 	case ToolRestoreSnapshot:
 		names = []string{"snapshot_id"}
+	case ToolDeleteWorkspace:
+		names = []string{"workspace_id", "snapshot_id"}
 	}
 	if err := decodeArgs(tool, raw, names, &a); err != nil {
 		return a, err
@@ -437,6 +459,11 @@ func parseWorkspace(tool string, raw json.RawMessage) (wsArgs, error) {
 		return a, invalid("%s: unknown flavor %q; use one of: %s", tool, a.Flavor, strings.Join(Flavors, ", "))
 	case tool == ToolRestoreSnapshot && a.SnapshotID == "":
 		return a, invalid("%s: snapshot_id is required", tool)
+	case tool == ToolDeleteWorkspace:
+		if (a.WorkspaceID == "") == (a.SnapshotID == "") {
+			return a, invalid("%s: give workspace_id or snapshot_id (one of them)", tool)
+		}
+		a.WorkspaceID += a.SnapshotID
 	case tool != ToolRestoreSnapshot && tool != ToolListWorkspaces && a.WorkspaceID == "":
 		return a, invalid("%s: workspace_id is required", tool)
 	}

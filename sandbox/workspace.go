@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -21,7 +22,27 @@ type workspaceConfig struct {
 	// kept when it stops (the row's agent_session_id is cleared then), so
 	// the next attach can log whom it follows.
 	LastAgent string `json:"last_agent_session,omitempty"`
+	// Anonymous marks a workspace an execution without session_id made,
+	// which nobody has attached, detached or snapshotted since: the
+	// retention rule deletes it once its session has ended.
+	Anonymous bool `json:"anonymous,omitempty"`
+	// EndedAt is when its last session ended (stopped, idle, the gateway
+	// shut down, or found gone after a crash).
+	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Attaches are its last maxAttaches attaches, oldest first.
+	Attaches []AttachEvent `json:"attach_history,omitempty"`
 }
+
+// AttachEvent is one attach of a workspace: who held it before (the
+// agent session attached, or that used it last; "" none) and who took it.
+type AttachEvent struct {
+	Previous string    `json:"previous_agent_session_id"`
+	Holder   string    `json:"agent_session_id"`
+	At       time.Time `json:"at"`
+}
+
+// maxAttaches bounds the attach history a row keeps.
+const maxAttaches = 20
 
 // volumeFor names the Docker volume of workspace id.
 func volumeFor(id string) string { return "switchboard-ws-" + id }
@@ -31,7 +52,7 @@ func volumeFor(id string) string { return "switchboard-ws-" + id }
 func (s *Service) newWorkspace(ctx context.Context, x *session) error {
 	x.workspaceID = newID("ws-")
 	if s.opts.Store != nil {
-		cfg, _ := json.Marshal(workspaceConfig{Template: x.template, Flavor: x.flavor, Session: x.id})
+		cfg, _ := json.Marshal(workspaceConfig{Template: x.template, Flavor: x.flavor, Session: x.id, Anonymous: true})
 		w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
 			ProjectID: x.project, ContainerType: switchboard.ContainerWorkspace, Image: x.image, Config: cfg,
 			Status: "creating", Provider: "docker", AgentSessionID: x.agentSession, LastUsedAt: time.Now(),
@@ -54,52 +75,55 @@ func (s *Service) newWorkspace(ctx context.Context, x *session) error {
 
 // dropWorkspace undoes newWorkspace after a failed start.
 func (s *Service) dropWorkspace(x *session) {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
-	if err := s.opts.Engine.RemoveVolume(ctx, x.volume); err != nil {
-		s.log.Warn("sandbox: removing the volume of a session that did not start", "volume", x.volume, "err", err)
-	}
-	if s.opts.Store != nil {
-		if err := s.opts.Store.DeleteWorkspace(ctx, x.workspaceID); err != nil {
-			s.log.Warn("sandbox: removing the workspace row of a session that did not start", "workspace", x.workspaceID, "err", err)
-		}
+	if err := s.removeWorkspace(ctx, x.workspaceID, x.volume); err != nil {
+		s.log.Warn("sandbox: removing the workspace of a session that did not start", "workspace", x.workspaceID, "err", err)
 	}
 }
 
 // touchWorkspace records x's use in its workspace row: last_used_at, the
-// container, the agent session, and status when not "".
-func (s *Service) touchWorkspace(x *session, status string) {
+// container, the agent session, status when not "", and when x has
+// stopped, that its session ended. also, when not nil, changes the row
+// further. It returns the row's config as stored ({} when there is no
+// row).
+func (s *Service) touchWorkspace(x *session, status string, also func(w *switchboard.Workspace, cfg *workspaceConfig)) workspaceConfig {
 	if s.opts.Store == nil {
-		return
+		return workspaceConfig{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := s.opts.Store.GetWorkspace(ctx, x.workspaceID)
-	if err != nil {
-		s.log.Warn("sandbox: reading a workspace row", "workspace", x.workspaceID, "err", err)
-		return
-	}
-	// Keep what the row knows beyond the session (snapshot_of of a
-	// restored workspace, the last agent session).
-	var cfg workspaceConfig
-	_ = json.Unmarshal(w.Config, &cfg)
-	cfg.Volume, cfg.Template, cfg.Flavor, cfg.Session = x.volume, x.template, x.flavor, x.id
-	x.mu.Lock()
-	w.LastUsedAt = x.lastUsed
-	w.AgentSessionID = x.agent()
-	if x.stopped {
-		cfg.LastAgent = x.agent()
-		// No session, no holder: whoever attaches next starts one.
-		w.ContainerID, w.AgentSessionID = "", ""
-	} else {
-		w.ContainerID = x.containerID
-	}
-	x.mu.Unlock()
-	if status != "" {
-		w.Status = status
-	}
-	w.Config, _ = json.Marshal(cfg)
-	if _, err := s.opts.Store.UpdateWorkspace(ctx, w); err != nil {
+	_, cfg, err := s.updateRow(ctx, x.workspaceID, func(w *switchboard.Workspace, cfg *workspaceConfig) bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.stopped && cfg.Session != "" && cfg.Session != x.id {
+			return false // a later session runs on it now
+		}
+		// Keep what the row knows beyond the session (snapshot_of of a
+		// restored workspace, the last agent session, the history).
+		cfg.Volume, cfg.Template, cfg.Flavor, cfg.Session = x.volume, x.template, x.flavor, x.id
+		if x.lastUsed.After(w.LastUsedAt) {
+			w.LastUsedAt = x.lastUsed
+		}
+		w.AgentSessionID = x.agent()
+		if x.stopped {
+			cfg.LastAgent = x.agent()
+			cfg.EndedAt = time.Now().UTC()
+			// No session, no holder: whoever attaches next starts one.
+			w.ContainerID, w.AgentSessionID = "", ""
+		} else {
+			w.ContainerID = x.containerID
+		}
+		if status != "" {
+			w.Status = status
+		}
+		if also != nil {
+			also(w, cfg)
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 		s.log.Warn("sandbox: updating a workspace row", "workspace", x.workspaceID, "err", err)
 	}
+	return cfg
 }

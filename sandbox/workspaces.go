@@ -28,12 +28,22 @@ type WorkspaceInfo struct {
 	SnapshotOf     string    `json:"snapshot_of,omitempty"`
 	LastUsedAt     time.Time `json:"last_used_at"`
 	CreatedAt      time.Time `json:"created_at"`
+	// Anonymous: made by an execution without session_id and never
+	// attached, detached or snapshotted; ExpiresAt is when the retention
+	// rule deletes it (set once its session has ended).
+	Anonymous     bool          `json:"anonymous,omitempty"`
+	ExpiresAt     *time.Time    `json:"expires_at,omitempty"`
+	AttachHistory []AttachEvent `json:"attach_history,omitempty"`
 }
 
 var errNoStore = switchboard.Errorf(switchboard.ErrConfig, "sandbox: workspaces need the gateway's store")
 
-// workspaceRow returns project's workspace (or snapshot) id. Errors:
-// ErrNotFound for an unknown id and for another project's alike.
+// kindAny makes workspaceRow accept a workspace or a snapshot.
+const kindAny = "any"
+
+// workspaceRow returns project's workspace id (kind ""), snapshot id
+// (kind WorkspaceSnapshot) or either (kindAny). Errors: ErrNotFound for
+// an unknown id and for another project's alike.
 func (s *Service) workspaceRow(ctx context.Context, project, id, kind string) (switchboard.Workspace, workspaceConfig, error) {
 	var cfg workspaceConfig
 	if s.opts.Store == nil {
@@ -41,13 +51,16 @@ func (s *Service) workspaceRow(ctx context.Context, project, id, kind string) (s
 	}
 	w, err := s.opts.Store.GetWorkspace(ctx, id)
 	isSnap := w.Status == WorkspaceSnapshot
-	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace || isSnap != (kind == WorkspaceSnapshot) {
+	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace || (kind != kindAny && isSnap != (kind == WorkspaceSnapshot)) {
 		if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 			return w, cfg, switchboard.Errorf(switchboard.ErrInternal, "sandbox: reading workspace %s failed", id)
 		}
 		what := "workspace"
-		if kind == WorkspaceSnapshot {
+		switch kind {
+		case WorkspaceSnapshot:
 			what = "snapshot"
+		case kindAny:
+			what = "workspace or snapshot"
 		}
 		return w, cfg, switchboard.Errorf(switchboard.ErrNotFound, "%s not found: %q is not a %s of this project", what, id, what)
 	}
@@ -70,6 +83,20 @@ func (s *Service) liveOn(id string) *session {
 	return nil
 }
 
+// infoOf describes row w.
+func (s *Service) infoOf(w switchboard.Workspace, cfg workspaceConfig) WorkspaceInfo {
+	info := WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeOf(w), AgentSessionID: w.AgentSessionID,
+		SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt, Anonymous: cfg.Anonymous, AttachHistory: cfg.Attaches}
+	if x := s.liveOn(w.ID); x != nil {
+		info.SessionID = x.id
+	}
+	if cfg.Anonymous && w.Status == WorkspaceReady {
+		t := s.expiresAt(w, cfg).UTC()
+		info.ExpiresAt = &t
+	}
+	return info
+}
+
 // Workspaces lists project's workspaces and snapshots.
 func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceInfo, error) {
 	if s.opts.Store == nil {
@@ -83,20 +110,26 @@ func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceIn
 	for _, w := range rows {
 		var cfg workspaceConfig
 		_ = json.Unmarshal(w.Config, &cfg)
-		info := WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeFor(w.ID), AgentSessionID: w.AgentSessionID,
-			SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}
-		if x := s.liveOn(w.ID); x != nil {
-			info.SessionID = x.id
-		}
-		out = append(out, info)
+		out = append(out, s.infoOf(w, cfg))
 	}
 	return out, nil
 }
 
+// GetWorkspace describes project's workspace or snapshot id, with its
+// attach history. Errors: ErrNotFound.
+func (s *Service) GetWorkspace(ctx context.Context, project, id string) (WorkspaceInfo, error) {
+	w, cfg, err := s.workspaceRow(ctx, project, id, kindAny)
+	if err != nil {
+		return WorkspaceInfo{}, err
+	}
+	return s.infoOf(w, cfg), nil
+}
+
 // Attach binds workspace id to agent session agent, exclusively, and
-// returns the sandbox session running on it (started when none is).
-// Errors: ErrNotFound, ErrConflict naming the agent session holding it,
-// and those of starting a session.
+// returns the sandbox session running on it (started when none is). The
+// attach is recorded in the row's history and makes the workspace kept
+// (no longer anonymous). Errors: ErrNotFound, ErrConflict naming the
+// agent session holding it, and those of starting a session.
 func (s *Service) Attach(ctx context.Context, project, agent, id, template, flavor string) (SessionInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
@@ -104,6 +137,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	took := true // the attach changes the holder
 	x := s.liveOn(id)
 	if x != nil {
 		x.mu.Lock()
@@ -112,6 +146,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 			x.mu.Unlock()
 			return SessionInfo{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s; it must detach (detach_workspace) or end its MCP session first", id, holder)
 		}
+		took = holder != agent
 		x.attachedBy = agent
 		x.lastUsed = time.Now()
 		x.mu.Unlock()
@@ -136,41 +171,51 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 	if previous != agent {
 		s.log.Info("sandbox: workspace attached", "project", project, "workspace", id, "agent_session", agent, "previous_agent_session", previous)
 	}
-	s.touchWorkspace(x, WorkspaceRunning)
+	now := time.Now()
+	s.touchWorkspace(x, WorkspaceRunning, func(w *switchboard.Workspace, cfg *workspaceConfig) {
+		cfg.Anonymous = false
+		w.LastUsedAt = now
+		if took && agent != "" {
+			cfg.Attaches = append(cfg.Attaches, AttachEvent{Previous: previous, Holder: agent, At: now.UTC()})
+			if n := len(cfg.Attaches); n > maxAttaches {
+				cfg.Attaches = cfg.Attaches[n-maxAttaches:]
+			}
+		}
+	})
 	return x.describe(), nil
 }
 
 // Detach releases workspace id: its session stops (processes end, the
-// container goes), its files stay. Errors: ErrNotFound, ErrConflict when
-// another agent session holds it and agent is not "" (the API's
-// administrative detach passes "").
+// container goes), its files stay, and it is kept (no longer anonymous).
+// Errors: ErrNotFound, ErrConflict when another agent session holds it
+// and agent is not "" (the API's administrative detach passes "").
 func (s *Service) Detach(ctx context.Context, project, agent, id string) (WorkspaceInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
-	w, _, err := s.workspaceRow(ctx, project, id, "")
-	if err != nil {
+	if _, _, err := s.workspaceRow(ctx, project, id, ""); err != nil {
 		return WorkspaceInfo{}, err
 	}
 	if x := s.liveOn(id); x != nil {
-		x.mu.Lock()
-		holder := x.attachedBy
-		x.mu.Unlock()
-		if agent != "" && holder != "" && holder != agent {
-			return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s, not to this one", id, holder)
+		if err := checkHolder(x, agent, ToolDetachWorkspace); err != nil {
+			return WorkspaceInfo{}, err
 		}
 		if err := s.stop(ctx, x, "detach"); err != nil {
 			return WorkspaceInfo{}, err
 		}
 	}
-	w, err = s.opts.Store.GetWorkspace(ctx, id)
-	if err == nil && (w.AgentSessionID != "" || w.Status != WorkspaceReady) {
+	w, cfg, err := s.updateRow(ctx, id, func(w *switchboard.Workspace, cfg *workspaceConfig) bool {
+		if w.AgentSessionID != "" {
+			cfg.LastAgent = w.AgentSessionID
+		}
 		w.AgentSessionID, w.Status, w.ContainerID = "", WorkspaceReady, ""
-		w, err = s.opts.Store.UpdateWorkspace(ctx, w)
-	}
+		w.LastUsedAt = time.Now()
+		cfg.Anonymous = false
+		return true
+	})
 	if err != nil {
 		return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: updating workspace %s failed", id)
 	}
-	return WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeFor(w.ID), LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}, nil
+	return s.infoOf(w, cfg), nil
 }
 
 // SessionEnded detaches, in the background, every workspace agent
@@ -209,10 +254,12 @@ func (s *Service) SessionEnded(project, agent string) <-chan struct{} {
 	return done
 }
 
-// Snapshot copies workspace id into a new snapshot, pausing its session
-// (if one runs) so the copy is consistent. Errors: ErrNotFound, the
-// engine's.
-func (s *Service) Snapshot(ctx context.Context, project, id string) (WorkspaceInfo, error) {
+// Snapshot copies workspace id into a new snapshot for agent ("" is the
+// admin), pausing its session (if one runs) so the copy is consistent;
+// the workspace is kept from then on (no longer anonymous). Errors:
+// ErrNotFound, ErrConflict (attached to another agent session, named),
+// the engine's.
+func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (WorkspaceInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	w, cfg, err := s.workspaceRow(ctx, project, id, "")
@@ -220,18 +267,39 @@ func (s *Service) Snapshot(ctx context.Context, project, id string) (WorkspaceIn
 		return WorkspaceInfo{}, err
 	}
 	if x := s.liveOn(id); x != nil {
-		if err := s.opts.Engine.Pause(ctx, x.containerID); err != nil {
-			return WorkspaceInfo{}, engineError(err)
+		if err := checkHolder(x, agent, ToolSnapshotWorkspace); err != nil {
+			return WorkspaceInfo{}, err
 		}
-		defer func() {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := s.opts.Engine.Unpause(uctx, x.containerID); err != nil {
-				s.log.Error("sandbox: unpausing a session after a snapshot", "sandbox_session", x.id, "err", err)
-			}
-		}()
+		cid := x.container()
+		switch err := s.opts.Engine.Pause(ctx, cid); {
+		case errors.Is(err, switchboard.ErrNotFound):
+			// The container is gone (its next call starts another):
+			// nothing writes to the volume.
+		case err != nil:
+			return WorkspaceInfo{}, engineError(err)
+		default:
+			defer func() {
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				if err := s.opts.Engine.Unpause(uctx, cid); err != nil {
+					s.log.Error("sandbox: unpausing a session after a snapshot", "sandbox_session", x.id, "err", err)
+				}
+			}()
+		}
 	}
-	return s.copyInto(ctx, w, cfg, WorkspaceSnapshot, workspaceConfig{SnapshotOf: id, Template: cfg.Template, Flavor: cfg.Flavor})
+	info, err := s.copyInto(ctx, w, cfg, WorkspaceSnapshot, workspaceConfig{SnapshotOf: id, Template: cfg.Template, Flavor: cfg.Flavor})
+	if err != nil {
+		return info, err
+	}
+	_, _, err = s.updateRow(ctx, id, func(w *switchboard.Workspace, cfg *workspaceConfig) bool {
+		w.LastUsedAt = time.Now()
+		cfg.Anonymous = false
+		return true
+	})
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		s.log.Warn("sandbox: updating a workspace row", "workspace", id, "err", err)
+	}
+	return info, nil
 }
 
 // Restore makes a new workspace (status ready) holding exactly snapshot
@@ -243,7 +311,11 @@ func (s *Service) Restore(ctx context.Context, project, snap string) (WorkspaceI
 	if err != nil {
 		return WorkspaceInfo{}, err
 	}
-	return s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor})
+	info, err := s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor})
+	if err == nil {
+		s.used(ctx, snap)
+	}
+	return info, err
 }
 
 // copyInto creates a workspace row with status and a volume holding a
@@ -277,7 +349,7 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 		return fail(switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed"))
 	}
 	s.log.Info("sandbox: workspace copied", "from", from.ID, "to", w.ID, "status", status)
-	return WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: cfg.Volume, SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt}, nil
+	return s.infoOf(w, cfg), nil
 }
 
 // copyVolume copies volume src into the empty volume dst with a helper

@@ -127,16 +127,27 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	for _, v := range vols {
 		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly, Bind: v.Bind})
 	}
+	retention := cfg.Sandbox.WorkspaceRetention
+	if retention == 0 {
+		retention = -1 // the setting's 0: deleted when the session ends
+	}
 	svc := sandbox.New(sandbox.Options{
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
-		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, Logger: log.With("component", "sandbox"),
+		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention,
+		Logger: log.With("component", "sandbox"),
 	})
 	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
 	// The projects' switches before the hub builds their runtimes; a
 	// store that cannot be read now is retried by the sync.
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer lcancel()
+	// Rows a crashed gateway left running become ready (the engine's
+	// sweep has removed its containers); what cannot be checked now is
+	// checked again by the sandbox's sweeper.
+	if err := svc.Start(lctx); err != nil {
+		log.Warn("sandbox: could not check the workspaces against the engine; retrying every sweep", "err", switchboard.Message(err))
+	}
 	if err := r.sync(lctx); err != nil {
 		log.Warn("sandbox: could not read the projects' sandbox switches; retrying every sync interval", "err", switchboard.Message(err))
 	}
@@ -226,18 +237,23 @@ func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
 // SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
 func (r *sandboxRuntime) SandboxEnabled(project string) bool { return r.enabled(project) }
 
-// Workspace runs one workspace operation for the admin API (api.Sandbox).
+// Workspace runs one workspace operation for the admin API (api.Sandbox),
+// as the admin: agent "" may act on workspaces other agents hold.
 func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
 	switch op {
 	case "list":
 		list, err := r.svc.Workspaces(ctx, project)
 		return map[string]any{"workspaces": list}, err
+	case "get":
+		return r.svc.GetWorkspace(ctx, project, id)
 	case "attach":
 		return r.svc.Attach(ctx, project, agent, id, "", "")
 	case "detach":
 		return r.svc.Detach(ctx, project, "", id)
+	case "delete":
+		return r.svc.Delete(ctx, project, "", id)
 	case "snapshot":
-		return r.svc.Snapshot(ctx, project, id)
+		return r.svc.Snapshot(ctx, project, "", id)
 	case "restore":
 		return r.svc.Restore(ctx, project, id)
 	}
