@@ -39,8 +39,10 @@ func TestApplyReload(t *testing.T) {
 		"BIN": fixtureBin, "REPORT": report,
 		mcptest.EnvFixture: "stdio", mcptest.EnvFixtureName: "change",
 	}
+	// OLD_PID is the host's pid, not one of the child's PID namespace, so
+	// /proc (the host's) answers rather than kill -0.
 	change := prefixed(shellScript(t, "change", `if [ -n "$OLD_PID" ]; then
-  if kill -0 "$OLD_PID" 2>/dev/null; then echo alive > "$REPORT"; else echo dead > "$REPORT"; fi
+  if [ -e "/proc/$OLD_PID" ]; then echo alive > "$REPORT"; else echo dead > "$REPORT"; fi
 fi
 exec "$BIN"
 `, changeEnv), "change_")
@@ -143,9 +145,7 @@ func TestClose(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	grandPidFile := filepath.Join(t.TempDir(), "grandchild")
-	grand := prefixed(shellScript(t, "grand", `sleep 300 </dev/null >/dev/null 2>&1 &
-echo $! > "$GRANDPID"
-exec "$BIN"
+	grand := prefixed(shellScript(t, "grand", sleeperScript+`exec "$BIN"
 `, map[string]string{"GRANDPID": grandPidFile, "BIN": fixtureBin, mcptest.EnvFixture: "stdio"}), "g_")
 
 	h := newHarness(t, testOptions())
@@ -235,13 +235,16 @@ func TestApplyAfterClose(t *testing.T) {
 	}
 }
 
+// sleeperScript starts a `sleep 300` in the background and writes its pid
+// to $GRANDPID as the host's /proc names it ($! would be its pid in the
+// child's PID namespace).
+const sleeperScript = `echo "$( (read -r p _ </proc/self/stat; echo "$p"; exec sleep 300 </dev/null >/dev/null 2>&1) & )" >"$GRANDPID"
+`
+
 // stubbornScript is a stdio server that ignores SIGTERM, as does the
 // grandchild it leaves running; it writes the grandchild's pid to
 // $GRANDPID.
-const stubbornScript = `trap '' TERM
-sleep 300 </dev/null >/dev/null 2>&1 &
-echo $! > "$GRANDPID"
-read -r l
+const stubbornScript = "trap '' TERM\n" + sleeperScript + `read -r l
 printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"stubborn","version":"1"}}}'
 read -r l
 read -r l
@@ -251,53 +254,62 @@ exec sleep 300
 
 // TestStopEscalatesToSIGKILL: a child that ignores SIGTERM is killed with
 // SIGKILL after the stop timeout, when a reload removes its server and on
-// Close, and nothing of its process group survives, grandchild included.
+// Close, and nothing of its process group survives, grandchild included,
+// whether the child is init of a PID namespace or not.
 func TestStopEscalatesToSIGKILL(t *testing.T) {
-	for _, how := range []string{"Apply", "Close"} {
-		t.Run(how, func(t *testing.T) {
-			grandPidFile := filepath.Join(t.TempDir(), "grandchild")
-			spec := shellScript(t, "stubborn", stubbornScript, map[string]string{"GRANDPID": grandPidFile})
-			opts := testOptions()
-			opts.StopTimeout = 200 * time.Millisecond
-			h := newHarness(t, opts)
-			h.apply(spec)
-			h.tools()
-			if st := h.waitState("stubborn", switchboard.StateReady, switchboard.StateFailed); st.State != switchboard.StateReady {
-				t.Fatalf("stubborn did not start: %+v", st)
-			}
-			h.m.mu.Lock()
-			u := h.m.byName["stubborn"]
-			h.m.mu.Unlock()
-			u.mu.Lock()
-			sc := u.conn.(*stdioConn)
-			u.mu.Unlock()
-			pgid, grandPid := sc.cmd.Process.Pid, readPid(t, grandPidFile)
-			if got := groupMembers(t, pgid); !slices.Contains(got, pgid) || !slices.Contains(got, grandPid) {
-				t.Fatalf("process group %d = %v, want the child and the grandchild %d", pgid, got, grandPid)
-			}
-
-			switch how {
-			case "Apply":
-				h.apply()
-			case "Close":
-				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-				defer cancel()
-				if err := h.m.Close(ctx); err != nil {
-					t.Fatalf("Close: %v", err)
-				}
-			}
-			select {
-			case <-sc.exited:
-			case <-time.After(waitTimeout):
-				t.Fatal("child never reaped")
-			}
-			if got := sc.exitStatus(); got != "signal: killed" {
-				t.Errorf("child ended with %q, want SIGKILL (it ignores SIGTERM)", got)
-			}
-			// The grandchild is not ours to reap: poll for the kernel.
-			pollUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
-		})
+	for _, iso := range []isolation{isolationGroup, isolationPIDNS, isolationUserPIDNS} {
+		for _, how := range []string{"Apply", "Close"} {
+			t.Run(iso.String()+"/"+how, func(t *testing.T) {
+				testenv.Need(t, "pidns", isolationWorks(iso), iso.String()+" not permitted")
+				stopEscalatesToSIGKILL(t, iso, how)
+			})
+		}
 	}
+}
+
+func stopEscalatesToSIGKILL(t *testing.T, iso isolation, how string) {
+	grandPidFile := filepath.Join(t.TempDir(), "grandchild")
+	spec := shellScript(t, "stubborn", stubbornScript, map[string]string{"GRANDPID": grandPidFile})
+	opts := testOptions()
+	opts.StopTimeout = 200 * time.Millisecond
+	opts.isolation = iso
+	h := newHarness(t, opts)
+	h.apply(spec)
+	h.tools()
+	if st := h.waitState("stubborn", switchboard.StateReady, switchboard.StateFailed); st.State != switchboard.StateReady {
+		t.Fatalf("stubborn did not start: %+v", st)
+	}
+	h.m.mu.Lock()
+	u := h.m.byName["stubborn"]
+	h.m.mu.Unlock()
+	u.mu.Lock()
+	sc := u.conn.(*stdioConn)
+	u.mu.Unlock()
+	pgid, grandPid := sc.cmd.Process.Pid, readPid(t, grandPidFile)
+	if got := groupMembers(t, pgid); !slices.Contains(got, pgid) || !slices.Contains(got, grandPid) {
+		t.Fatalf("process group %d = %v, want the child and the grandchild %d", pgid, got, grandPid)
+	}
+
+	switch how {
+	case "Apply":
+		h.apply()
+	case "Close":
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := h.m.Close(ctx); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	select {
+	case <-sc.exited:
+	case <-time.After(waitTimeout):
+		t.Fatal("child never reaped")
+	}
+	if got := sc.exitStatus(); got != "signal: killed" {
+		t.Errorf("child ended with %q, want SIGKILL (it ignores SIGTERM)", got)
+	}
+	// The grandchild is not ours to reap: poll for the kernel.
+	pollUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
 }
 
 // groupMembers lists the live (not zombie) processes in process group pgid.

@@ -47,6 +47,10 @@ type Options struct {
 	// switchboard.TransportHosted). Without it such servers fail to
 	// connect with ErrConfig.
 	Streams StreamOpener
+
+	// isolation of stdio children: probed once per process unless a test
+	// sets it.
+	isolation isolation
 }
 
 func (o *Options) defaults() {
@@ -75,6 +79,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.isolation == isolationProbe {
+		o.isolation = processIsolation(o.Logger)
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 
 // stdioConn speaks newline-delimited JSON-RPC (the shared framer) to a
 // child process. On top of the framing it owns the process: its own
-// process group, a clean environment, stderr kept in a ring buffer,
-// SIGTERM to the group on close and SIGKILL after stopTimeout.
+// process group (and, where the kernel allows, its own PID namespace; see
+// isolation), a clean environment, stderr kept in a ring buffer, SIGTERM
+// to the group on close and SIGKILL after stopTimeout.
 //
 // We run the child ourselves instead of through mcp-go's stdio transport
 // because that one inherits the gateway's whole environment unless
@@ -60,11 +61,11 @@ func childEnv(spec map[string]string) []string {
 	return out
 }
 
-func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) (*stdioConn, error) {
+func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, iso isolation, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) (*stdioConn, error) {
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Env = childEnv(spec.Env)
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr(iso)
 	cmd.WaitDelay = stopTimeout
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -133,7 +134,11 @@ func (c *stdioConn) run(stdout *os.File) {
 
 // close ends the child: stdin closed, SIGTERM to its process group, and
 // SIGKILL to the group if it is still there after the stop timeout. It
-// returns once the child has been reaped.
+// returns once the child has been reaped. A child that is init of its PID
+// namespace gets the SIGTERM only if it handles it (the kernel drops
+// signals whose default action would kill an init), so one that neither
+// handles SIGTERM nor exits at stdin's end lasts until the SIGKILL; its
+// death takes the whole namespace with it.
 func (c *stdioConn) close() error {
 	// Closing stdin also unblocks a writeLoop stuck on a full pipe.
 	_ = c.stdin.Close()

@@ -262,7 +262,7 @@ func (u *upstream) connect() (conn, error) {
 	var c conn
 	switch u.spec.Transport {
 	case switchboard.TransportStdio:
-		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.m.opts.lineLimits(), u.onNote, u.log)
+		sc, err := startStdio(u.spec, u.m.opts.StopTimeout, u.m.opts.isolation, u.m.opts.lineLimits(), u.onNote, u.log)
 		if err != nil {
 			return nil, err
 		}

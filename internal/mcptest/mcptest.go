@@ -34,7 +34,8 @@
 //     returns "done".
 //   - crash {}: exits the process with status 3 when served by [ServeStdio];
 //     otherwise returns a tool error "crash only on stdio".
-//   - pid {}: returns os.Getpid() in decimal.
+//   - pid {}: returns the process id in decimal, as /proc names it: the
+//     host's pid even in a PID namespace of its own, where os.Getpid is 1.
 //   - env {}: returns the process environment, sorted, one KEY=VALUE a line.
 //   - meta {}: returns the call's params._meta as JSON text ({} without one),
 //     so tests can see what a proxy added (a trace context, say).
@@ -268,7 +269,7 @@ func NewServer(opts Options) *mcp.Server {
 		Description: "Returns the server process id.",
 		InputSchema: emptySchema,
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return textResult(false, strconv.Itoa(os.Getpid())), nil
+		return textResult(false, strconv.Itoa(procPid())), nil
 	})
 
 	s.AddTool(&mcp.Tool{
@@ -391,10 +392,23 @@ func ServeStdio(ctx context.Context, opts Options) error {
 // ServeStdio with Options{Name: $SWITCHBOARD_FIXTURE_NAME (default
 // "fixture"), ExtraTools: $SWITCHBOARD_FIXTURE_TOOLS (default 0)} and then
 // exits the process: status 0 after EOF, 1 on error (including an invalid
-// SWITCHBOARD_FIXTURE_TOOLS). Otherwise it returns immediately.
+// SWITCHBOARD_FIXTURE_TOOLS). With SWITCHBOARD_FIXTURE_STUBBORN set it is
+// hard to stop instead (see [EnvFixtureStubborn]). Otherwise it returns
+// immediately.
 func RunIfChild() {
-	if os.Getenv(EnvFixture) != "stdio" {
+	switch os.Getenv(EnvFixture) {
+	case "stdio":
+	case orphanMode:
+		runOrphan()
+	default:
 		return
+	}
+	stubborn := os.Getenv(EnvFixtureStubborn)
+	if stubborn != "" {
+		if err := beStubborn(stubborn); err != nil {
+			fmt.Fprintf(os.Stderr, "mcptest: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	opts := Options{Name: os.Getenv(EnvFixtureName)}
 	if v := os.Getenv(EnvFixtureTools); v != "" {
@@ -409,6 +423,9 @@ func RunIfChild() {
 		fmt.Fprintf(os.Stderr, "mcptest: %v\n", err)
 		os.Exit(1)
 	}
+	if stubborn != "" {
+		sleepForever() // stdin's end is no reason to go
+	}
 	os.Exit(0)
 }
 
@@ -420,6 +437,12 @@ const (
 	EnvFixtureName = "SWITCHBOARD_FIXTURE_NAME"
 	// EnvFixtureTools sets Options.ExtraTools (decimal).
 	EnvFixtureTools = "SWITCHBOARD_FIXTURE_TOOLS"
+	// EnvFixtureStubborn, set to a file path, makes the stdio fixture as
+	// hard to stop as a careless server: it ignores SIGTERM and stays after
+	// stdin's end, and before serving it starts a grandchild that leaves
+	// its process group (setsid), ignores SIGTERM and SIGHUP, and whose pid
+	// (as /proc names it) it writes to that file.
+	EnvFixtureStubborn = "SWITCHBOARD_FIXTURE_STUBBORN"
 )
 
 // ChildEnv returns the environment entries that make [RunIfChild] serve the
