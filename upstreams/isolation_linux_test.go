@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -40,6 +41,41 @@ func TestStopEndsDetachedGrandchild(t *testing.T) {
 				if !processGone(p) {
 					t.Errorf("%s %d outlived the stop", what, p)
 				}
+			}
+		})
+	}
+}
+
+// TestTermIgnoredAsInit: a process that neither catches nor ignores
+// SIGTERM would die of it, one that ignores or catches it would not.
+func TestTermIgnoredAsInit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   bool
+	}{
+		{"default", "exec sleep 60", true},
+		{"ignored", "trap '' TERM; exec sleep 60", false},
+		{"caught", "trap 'exit 0' TERM; while :; do sleep 1; done", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", tc.script)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			// The shell sets its dispositions before it execs or loops;
+			// poll until /proc shows the script's own state.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				got := termIgnoredAsInit(cmd.Process.Pid)
+				if got == tc.want {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("termIgnoredAsInit = %v, want %v", got, tc.want)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}

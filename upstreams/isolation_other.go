@@ -10,3 +10,6 @@ import "syscall"
 func sysProcAttr(isolation) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func isolationWorks(iso isolation) bool { return iso == isolationGroup }
+
+// termIgnoredAsInit: no PID namespaces, so SIGTERM was delivered.
+func termIgnoredAsInit(int) bool { return false }

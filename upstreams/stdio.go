@@ -31,6 +31,7 @@ type stdioConn struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *tail.Buffer
+	iso    isolation
 
 	exited  chan struct{} // closed after Wait returned
 	waitErr error
@@ -80,7 +81,7 @@ func startStdio(spec switchboard.ServerSpec, stopTimeout time.Duration, iso isol
 	}
 	cmd.Stdout = pw
 	c := &stdioConn{framer: newFramer(stdin, false, lim, onNote, log), cmd: cmd, stdin: stdin,
-		stderr: tail.New(16 << 10), exited: make(chan struct{})}
+		stderr: tail.New(16 << 10), iso: iso, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		_ = stdout.Close()
@@ -137,13 +138,17 @@ func (c *stdioConn) run(stdout *os.File) {
 // returns once the child has been reaped. A child that is init of its PID
 // namespace gets the SIGTERM only if it handles it (the kernel drops
 // signals whose default action would kill an init), so one that neither
-// handles SIGTERM nor exits at stdin's end lasts until the SIGKILL; its
-// death takes the whole namespace with it.
+// handles nor ignores SIGTERM gets the SIGKILL at once, as it would have
+// died of the SIGTERM; one that ignores it lasts until the stop timeout.
+// Its death takes the whole namespace with it.
 func (c *stdioConn) close() error {
 	// Closing stdin also unblocks a writeLoop stuck on a full pipe.
 	_ = c.stdin.Close()
 	pgid := c.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	if c.iso != isolationGroup && termIgnoredAsInit(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what SIGTERM would have done
+	}
 	select {
 	case <-c.exited:
 	case <-time.After(c.cmd.WaitDelay):
