@@ -9,14 +9,16 @@ import (
 // workspaceJSON is one row of the API's workspace list: a workspace, or a
 // snapshot of one (SnapshotOf set).
 type workspaceJSON struct {
-	WorkspaceID    string    `json:"workspace_id"`
-	Status         string    `json:"status"`
-	Volume         string    `json:"volume"`
-	AgentSessionID string    `json:"agent_session_id"`
-	SessionID      string    `json:"session_id"`
-	SnapshotOf     string    `json:"snapshot_of"`
-	LastUsedAt     time.Time `json:"last_used_at"`
-	CreatedAt      time.Time `json:"created_at"`
+	WorkspaceID    string     `json:"workspace_id"`
+	Status         string     `json:"status"`
+	Volume         string     `json:"volume"`
+	AgentSessionID string     `json:"agent_session_id"`
+	SessionID      string     `json:"session_id"`
+	SnapshotOf     string     `json:"snapshot_of"`
+	LastUsedAt     time.Time  `json:"last_used_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	Anonymous      bool       `json:"anonymous"`
+	ExpiresAt      *time.Time `json:"expires_at"`
 }
 
 type sandboxData struct {
@@ -33,6 +35,7 @@ var sandboxDone = map[string]string{
 	"workspace-detach":   "Workspace detached.",
 	"workspace-snapshot": "Snapshot taken.",
 	"snapshot-restore":   "Snapshot restored into a new workspace.",
+	"workspace-delete":   "Deleted.",
 }
 
 func (c *Console) sandboxPage(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +106,8 @@ func (c *Console) sandboxDo(w http.ResponseWriter, r *http.Request, p, action st
 		rp = c.call(r, http.MethodPost, base+"/workspaces/"+id+"/snapshot", nil, nil)
 	case "snapshot-restore":
 		rp = c.call(r, http.MethodPost, base+"/snapshots/"+id+"/restore", nil, nil)
+	case "workspace-delete":
+		rp = c.call(r, http.MethodDelete, base+"/workspaces/"+id, nil, nil)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
 		return reply{}, true

@@ -35,6 +35,13 @@ func (f *fakeSandbox) Workspace(ctx context.Context, op, project, id, agent stri
 		return row, nil
 	case "detach", "restore":
 		return map[string]any{"workspace_id": id}, nil
+	case "delete":
+		for i, row := range f.rows {
+			if row["workspace_id"] == id {
+				f.rows = append(f.rows[:i], f.rows[i+1:]...)
+				return nil, nil
+			}
+		}
 	}
 	return nil, switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
 }
@@ -60,7 +67,8 @@ func TestSandboxPage(t *testing.T) {
 	b := g.browser(t)
 	b.login(adminToken, "")
 	p := b.get("/ui/p/a/sandbox")
-	for _, want := range []string{"<strong>enabled</strong>", `data-workspace="ws-1"`, "sess-1", "held by agent-7", "No snapshots."} {
+	for _, want := range []string{"<strong>enabled</strong>", `data-workspace="ws-1"`, "sess-1", "held by agent-7", "No snapshots.",
+		`action="/ui/p/a/sandbox/workspace-delete"`, "Delete workspace ws-1 and its files (stops its session)"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("sandbox page lacks %q", want)
 		}
@@ -75,9 +83,29 @@ func TestSandboxPage(t *testing.T) {
 		t.Errorf("sandbox still enabled for a")
 	}
 	p = b.get("/ui/p/a/sandbox")
-	if !strings.Contains(p.body, "<strong>disabled</strong>") || !strings.Contains(p.body, `data-snapshot="snap-1"`) {
+	if !strings.Contains(p.body, "<strong>disabled</strong>") || !strings.Contains(p.body, `data-snapshot="snap-1"`) || !strings.Contains(p.body, "Delete snapshot snap-1") {
 		t.Errorf("sandbox page after the actions lacks the switch or the snapshot")
 	}
+	// Deleting the snapshot: a DELETE through the API, then the page
+	// without it; an unknown id shows the API's 404 on the page.
+	if p := b.post("/ui/p/a/sandbox/workspace-delete", url.Values{"csrf": {tok}, "id": {"snap-1"}}); p.status != http.StatusSeeOther {
+		t.Errorf("workspace-delete: %d\n%s", p.status, p.body)
+	}
+	if p := b.get("/ui/p/a/sandbox?done=workspace-delete"); strings.Contains(p.body, `data-snapshot="snap-1"`) || !strings.Contains(p.body, "Deleted.") {
+		t.Errorf("sandbox page after the delete still lists the snapshot or lacks the flash")
+	}
+	if p := b.post("/ui/p/a/sandbox/workspace-delete", url.Values{"csrf": {tok}, "id": {"snap-1"}}); p.status != http.StatusNotFound || !strings.Contains(p.body, "workspace not found") {
+		t.Errorf("deleting an unknown workspace: %d", p.status)
+	}
+	// Without the CSRF token nothing is deleted.
+	if p := b.post("/ui/p/a/sandbox/workspace-delete", url.Values{"id": {"ws-1"}}); p.status == http.StatusSeeOther {
+		t.Errorf("workspace-delete without a CSRF token: %d", p.status)
+	}
+	f.mu.Lock()
+	if n := len(f.rows); n != 1 {
+		t.Errorf("rows after the deletes: %d, want 1 (ws-1)", n)
+	}
+	f.mu.Unlock()
 	// Another project with a project token: the API's 403.
 	pt := g.browser(t)
 	pt.login(g.projectToken(t, "b"), "b")

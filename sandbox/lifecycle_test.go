@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -88,4 +89,173 @@ func TestDeleteProject(t *testing.T) {
 	if err := json.Unmarshal(raw, &list); err != nil || len(list.Workspaces) != 1 {
 		t.Fatalf("q's workspaces: %s %v", raw, err)
 	}
+}
+
+// volumeExists reports whether volume name is on the engine.
+func (f *fixture) volumeExists(name string) bool {
+	f.t.Helper()
+	_, err := f.e.InspectVolume(context.Background(), name)
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		f.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// rowExists reports whether workspace id has a row.
+func rowExists(t *testing.T, st switchboard.Store, id string) bool {
+	t.Helper()
+	_, err := st.GetWorkspace(context.Background(), id)
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func volumeName(id string) string { return "switchboard-ws-" + id }
+
+// TestDeleteWorkspace: delete_workspace removes a workspace (stopping its
+// session) or a snapshot, volume and row; it is refused while another
+// agent session holds the workspace, naming it, and the admin may.
+func TestDeleteWorkspace(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	ctx := context.Background()
+
+	// An unheld workspace with a live session: both go.
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo x > x.txt"})
+	got, rerr := f.ws("agent-B", "delete_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	if rerr != nil || got["deleted"] != true || got["stopped_session_id"] != r.SessionID || got["snapshot"] != false {
+		t.Fatalf("delete: %v %v", got, rerr)
+	}
+	if f.volumeExists(volumeName(r.WorkspaceID)) || rowExists(t, st, r.WorkspaceID) {
+		t.Fatal("the workspace's volume or row is left")
+	}
+	_, rerr = f.call("p", "execute_command", map[string]any{"command": "true", "session_id": r.SessionID})
+	wantCode(t, rerr, -32602, "session not found")
+	_, rerr = f.ws("agent-B", "delete_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	wantCode(t, rerr, -32602, "not found")
+
+	// A held one: refused for others (with and without an MCP session),
+	// allowed to the holder.
+	h := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": h.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	snap, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": h.WorkspaceID})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, agent := range []string{"agent-B", ""} {
+		_, rerr = f.callCtx(ctx, "p", agent, "delete_workspace", map[string]any{"workspace_id": h.WorkspaceID}, nil)
+		wantCode(t, rerr, -32600, "agent-A")
+	}
+	if !f.volumeExists(volumeName(h.WorkspaceID)) {
+		t.Fatal("a refused delete removed the volume")
+	}
+	// A snapshot is nobody's: deleted by snapshot_id.
+	got, rerr = f.ws("agent-B", "delete_workspace", map[string]any{"snapshot_id": snap["workspace_id"]})
+	if rerr != nil || got["snapshot"] != true || got["stopped_session_id"] != nil {
+		t.Fatalf("delete snapshot: %v %v", got, rerr)
+	}
+	if f.volumeExists(volumeName(snap["workspace_id"].(string))) {
+		t.Fatal("the snapshot's volume is left")
+	}
+	if _, rerr := f.ws("agent-A", "delete_workspace", map[string]any{"workspace_id": h.WorkspaceID}); rerr != nil {
+		t.Fatalf("the holder's delete: %v", rerr)
+	}
+
+	// The admin deletes what an agent session holds.
+	a := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": a.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if d, err := f.svc.Delete(ctx, "p", "", a.WorkspaceID); err != nil || d.SessionID != a.SessionID {
+		t.Fatalf("admin delete: %+v %v", d, err)
+	}
+	if c, _ := f.e.List(ctx, map[string]string{engine.LabelKind: sandbox.KindSession}); len(c) != 0 {
+		t.Fatalf("session containers left: %d", len(c))
+	}
+
+	// Arguments, and another project's workspace.
+	q := f.exec("q", "execute_command", map[string]any{"command": "true"})
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"neither", map[string]any{}, "workspace_id or snapshot_id"},
+		{"both", map[string]any{"workspace_id": "a", "snapshot_id": "b"}, "workspace_id or snapshot_id"},
+		{"unknown argument", map[string]any{"id": "a"}, "unknown argument"},
+		{"another project's", map[string]any{"workspace_id": q.WorkspaceID}, "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rerr := f.ws("agent-A", "delete_workspace", tc.args)
+			wantCode(t, rerr, -32602, tc.want)
+		})
+	}
+	if !rowExists(t, st, q.WorkspaceID) {
+		t.Fatal("q's workspace went")
+	}
+}
+
+// TestExclusiveAttach: while agent-A holds a workspace, every operation
+// on it or its session by another agent session, or by a call without
+// one, fails -32600 naming agent-A and changes nothing; agent-A (and the
+// admin) may.
+func TestExclusiveAttach(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	ctx := context.Background()
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo keep > keep.txt"})
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	ops := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"stop_session", map[string]any{"session_id": r.SessionID}},
+		{"snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID}},
+		{"execute_code", map[string]any{"code": "print(1)", "session_id": r.SessionID}},
+		{"execute_command", map[string]any{"command": "rm keep.txt", "session_id": r.SessionID}},
+		{"delete_workspace", map[string]any{"workspace_id": r.WorkspaceID}},
+		{"detach_workspace", map[string]any{"workspace_id": r.WorkspaceID}},
+		{"attach_workspace", map[string]any{"workspace_id": r.WorkspaceID}},
+	}
+	for _, agent := range []string{"agent-B", ""} {
+		for _, op := range ops {
+			t.Run(op.tool+" by "+orNone(agent), func(t *testing.T) {
+				_, rerr := f.callCtx(ctx, "p", agent, op.tool, op.args, nil)
+				wantCode(t, rerr, -32600, "agent-A")
+			})
+		}
+	}
+	// Nothing changed: the session runs, the file is there, no snapshot.
+	if got := f.run("agent-A", r.SessionID, "cat keep.txt").Stdout; got != "keep\n" {
+		t.Fatalf("the holder's session after the refusals: %q", got)
+	}
+	if rows, _ := st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: "p"}); len(rows) != 1 {
+		t.Fatalf("%d workspace rows, want 1", len(rows))
+	}
+	// The holder may snapshot and stop.
+	if _, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if _, rerr := f.ws("agent-A", "stop_session", map[string]any{"session_id": r.SessionID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	// The admin stops a held session.
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if _, _, err := f.svc.StopSession(ctx, "p", "", f.svc.Sessions("p")[0].SessionID); err != nil {
+		t.Fatalf("admin stop: %v", err)
+	}
+}
+
+func orNone(agent string) string {
+	if agent == "" {
+		return "a call without an MCP session"
+	}
+	return agent
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -43,6 +44,15 @@ type AttachEvent struct {
 
 // maxAttaches bounds the attach history a row keeps.
 const maxAttaches = 20
+
+// recordAttach appends e to the attach history, keeping the last
+// maxAttaches.
+func (c *workspaceConfig) recordAttach(e AttachEvent) {
+	c.Attaches = append(c.Attaches, e)
+	if n := len(c.Attaches); n > maxAttaches {
+		c.Attaches = slices.Clone(c.Attaches[n-maxAttaches:])
+	}
+}
 
 // volumeFor names the Docker volume of workspace id.
 func volumeFor(id string) string { return "switchboard-ws-" + id }

@@ -176,10 +176,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 		cfg.Anonymous = false
 		w.LastUsedAt = now
 		if took && agent != "" {
-			cfg.Attaches = append(cfg.Attaches, AttachEvent{Previous: previous, Holder: agent, At: now.UTC()})
-			if n := len(cfg.Attaches); n > maxAttaches {
-				cfg.Attaches = cfg.Attaches[n-maxAttaches:]
-			}
+			cfg.recordAttach(AttachEvent{Previous: previous, Holder: agent, At: now.UTC()})
 		}
 	})
 	return x.describe(), nil

@@ -25,7 +25,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
-var sandboxTools = []string{"attach_workspace", "detach_workspace", "execute_code", "execute_command", "get_sessions",
+var sandboxTools = []string{"attach_workspace", "delete_workspace", "detach_workspace", "execute_code", "execute_command", "get_sessions",
 	"get_volume_path", "list_workspaces", "restore_snapshot", "snapshot_workspace", "stop_session"}
 
 // sandboxGateway starts a gateway serving the sandbox tools with the
@@ -431,6 +431,34 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	if code, _ := api("POST", "/workspaces/nope/detach", ""); code != 404 {
 		t.Fatalf("REST unknown workspace: %d", code)
 	}
+	// GET shows who held it: A (after its own call), B once A's session
+	// ended, B's new MCP session after the restart.
+	code, one := api("GET", "/workspaces/"+ws, "")
+	hist, _ := one["attach_history"].([]any)
+	if code != 200 || len(hist) != 3 {
+		t.Fatalf("REST get: %d %v", code, one)
+	}
+	if h := hist[1].(map[string]any); h["previous_agent_session_id"] != a.ID() || h["agent_session_id"] != b.ID() {
+		t.Fatalf("attach history: %v (A %s, B %s)", hist, a.ID(), b.ID())
+	}
+	if h := hist[2].(map[string]any); h["previous_agent_session_id"] != b.ID() || h["agent_session_id"] != b2.ID() {
+		t.Fatalf("attach history after the restart: %v (B %s, B2 %s)", hist, b.ID(), b2.ID())
+	}
+	// DELETE a snapshot: 204, then it is gone; again: 404.
+	code, snap2 := api("POST", "/workspaces/"+ws+"/snapshot", "")
+	if code != 201 {
+		t.Fatalf("REST snapshot: %d %v", code, snap2)
+	}
+	snapID := snap2["workspace_id"].(string)
+	if code, m := api("DELETE", "/workspaces/"+snapID, ""); code != 204 {
+		t.Fatalf("REST delete: %d %v", code, m)
+	}
+	if code, _ := api("GET", "/workspaces/"+snapID, ""); code != 404 {
+		t.Fatalf("REST get of a deleted snapshot: %d", code)
+	}
+	if code, _ := api("DELETE", "/workspaces/"+snapID, ""); code != 404 {
+		t.Fatalf("REST delete of a deleted snapshot: %d", code)
+	}
 
 	// The project switch: off removes the tools, on brings them back.
 	if code, _ := api("PUT", "/sandbox", `{"enabled":false}`); code != 200 {
@@ -465,6 +493,15 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	}
 	if out := cli("workspaces", "detach", restored["workspace_id"].(string)); !strings.HasPrefix(out, "detached") {
 		t.Fatalf("workspaces detach: %s", out)
+	}
+	if out := cli("workspaces", "show", ws); !strings.Contains(out, "attach history") || !strings.Contains(out, b2.ID()) {
+		t.Fatalf("workspaces show:\n%s", out)
+	}
+	if out := cli("workspaces", "rm", restored["workspace_id"].(string)); !strings.HasPrefix(out, "deleted workspace") {
+		t.Fatalf("workspaces rm: %s", out)
+	}
+	if out := cli("workspaces", "ls"); strings.Contains(out, "\n"+restored["workspace_id"].(string)+" ") {
+		t.Fatalf("workspaces ls after rm:\n%s", out)
 	}
 	if out := cli("sandbox", "disable"); !strings.Contains(out, "off") {
 		t.Fatalf("sandbox disable: %s", out)

@@ -46,6 +46,8 @@ var documentedRoutes = []struct{ Method, Path string }{
 	{"GET", "/api/v1/projects/{project}/sandbox"},
 	{"PUT", "/api/v1/projects/{project}/sandbox"},
 	{"GET", "/api/v1/projects/{project}/workspaces"},
+	{"GET", "/api/v1/projects/{project}/workspaces/{id}"},
+	{"DELETE", "/api/v1/projects/{project}/workspaces/{id}"},
 	{"POST", "/api/v1/projects/{project}/workspaces/{id}/attach"},
 	{"POST", "/api/v1/projects/{project}/workspaces/{id}/detach"},
 	{"POST", "/api/v1/projects/{project}/workspaces/{id}/snapshot"},

@@ -12,10 +12,12 @@ import (
 // registry's operations and the per-project switch of the sandbox tools.
 // Results are rendered as JSON as they are.
 type Sandbox interface {
-	// Workspace runs op ("list", "attach", "detach", "snapshot",
-	// "restore") on workspace (or snapshot) id of project; agent is the
-	// agent session an attach records. Errors: ErrNotFound, ErrConflict
-	// (held by another agent session, named), ErrInvalid, ErrConfig.
+	// Workspace runs op ("list", "get", "attach", "detach", "snapshot",
+	// "restore", "delete") on workspace (or snapshot) id of project, as
+	// the admin: it may detach, snapshot and delete what another agent
+	// session holds. agent is the agent session an attach records.
+	// Errors: ErrNotFound, ErrConflict (held by another agent session,
+	// named; a volume in use elsewhere), ErrInvalid, ErrConfig.
 	Workspace(ctx context.Context, op, project, id, agent string) (any, error)
 	// SandboxEnabled and SetSandboxEnabled read and switch whether
 	// project's endpoint serves the sandbox tools; the switch is stored.
@@ -31,6 +33,8 @@ func (a *API) sandboxRoutes(p string) []route {
 		{method: "GET", path: p + "/sandbox", fn: a.getSandbox},
 		{method: "PUT", path: p + "/sandbox", fn: a.putSandbox},
 		{method: "GET", path: p + "/workspaces", fn: a.workspaceOp("list")},
+		{method: "GET", path: p + "/workspaces/{id}", fn: a.workspaceOp("get")},
+		{method: "DELETE", path: p + "/workspaces/{id}", fn: a.workspaceOp("delete")},
 		{method: "POST", path: p + "/workspaces/{id}/attach", fn: a.workspaceOp("attach")},
 		{method: "POST", path: p + "/workspaces/{id}/detach", fn: a.workspaceOp("detach")},
 		{method: "POST", path: p + "/workspaces/{id}/snapshot", fn: a.workspaceOp("snapshot")},
@@ -106,6 +110,10 @@ func (a *API) workspaceOp(op string) func(w http.ResponseWriter, r *http.Request
 		res, err := a.opts.Sandbox.Workspace(r.Context(), op, p, id, agent)
 		if err != nil {
 			return err
+		}
+		if op == "delete" {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
 		}
 		status := http.StatusOK
 		if op == "snapshot" || op == "restore" {
