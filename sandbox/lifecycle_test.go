@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
@@ -88,6 +90,18 @@ func TestDeleteProject(t *testing.T) {
 	raw, _ := f.callCtx(ctx, "q", "agent-1", "list_workspaces", map[string]any{}, nil)
 	if err := json.Unmarshal(raw, &list); err != nil || len(list.Workspaces) != 1 {
 		t.Fatalf("q's workspaces: %s %v", raw, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing t after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}
 }
 
@@ -258,4 +272,126 @@ func orNone(agent string) string {
 		return "a call without an MCP session"
 	}
 	return agent
+}
+
+// wsInfo returns workspace id as list_workspaces shows it (nil: absent).
+func (f *fixture) wsInfo(id string) *sandbox.WorkspaceInfo {
+	f.t.Helper()
+	raw, rerr := f.callCtx(context.Background(), "p", "agent-1", "list_workspaces", map[string]any{}, nil)
+	if rerr != nil {
+		f.t.Fatal(rerr)
+	}
+	var list struct {
+		Workspaces []sandbox.WorkspaceInfo `json:"workspaces"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, w := range list.Workspaces {
+		if w.WorkspaceID == id {
+			return &w
+		}
+	}
+	return nil
+}
+
+// TestRetention: a workspace made by an execution without session_id is
+// deleted (volume and row) its retention after its session ended, by
+// stop_session or idle expiry; one attached, detached or snapshotted is
+// kept, and so are snapshots.
+func TestRetention(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, func(o *sandbox.Options) {
+		mod(o)
+		o.WorkspaceRetention = time.Second
+		o.SessionTimeout = 3 * time.Second
+		o.SweepInterval = 50 * time.Millisecond
+	})
+	gone := func(id string) bool { return !rowExists(t, st, id) && !f.volumeExists(volumeName(id)) }
+	kept := func(id string) bool { return rowExists(t, st, id) && f.volumeExists(volumeName(id)) }
+
+	// Stopped: kept for the retention, then deleted.
+	a := f.exec("p", "execute_command", map[string]any{"command": "echo a > a.txt"})
+	if w := f.wsInfo(a.WorkspaceID); w == nil || !w.Anonymous || w.ExpiresAt != nil {
+		t.Fatalf("a running anonymous workspace: %+v", w)
+	}
+	raw, rerr := f.call("p", "stop_session", map[string]any{"session_id": a.SessionID})
+	if rerr != nil || !strings.Contains(string(raw), `"workspace_retained":true`) {
+		t.Fatalf("stop_session: %s %v", raw, rerr)
+	}
+	stopped := time.Now()
+	if w := f.wsInfo(a.WorkspaceID); w == nil || w.ExpiresAt == nil || w.ExpiresAt.Before(stopped.Add(500*time.Millisecond)) {
+		t.Fatalf("a stopped anonymous workspace: %+v", w)
+	}
+	// Attached (then detached) and snapshotted ones are kept, the
+	// snapshot too.
+	b := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if _, rerr := f.ws("agent-A", "detach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	c := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	snap, rerr := f.ws("agent-B", "snapshot_workspace", map[string]any{"workspace_id": c.WorkspaceID})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if _, rerr := f.call("p", "stop_session", map[string]any{"session_id": c.SessionID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	// Idle expiry ends a session too.
+	d := f.exec("p", "execute_command", map[string]any{"command": "true"})
+
+	waitFor(t, "the stopped anonymous workspace is deleted", func() bool { return gone(a.WorkspaceID) })
+	if time.Since(stopped) < time.Second {
+		t.Fatalf("deleted %v after its session stopped, before its retention", time.Since(stopped))
+	}
+	waitFor(t, "the expired session's anonymous workspace is deleted", func() bool { return gone(d.WorkspaceID) })
+	for _, id := range []string{b.WorkspaceID, c.WorkspaceID, snap["workspace_id"].(string)} {
+		if !kept(id) {
+			t.Errorf("workspace %s was not kept", id)
+		}
+	}
+}
+
+// TestRetentionZero: with a negative retention (the setting's 0) an
+// anonymous workspace goes when its session stops, expires or the
+// service closes; an attached one stays.
+func TestRetentionZero(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, func(o *sandbox.Options) {
+		mod(o)
+		o.WorkspaceRetention = -1
+		o.SessionTimeout = 2 * time.Second
+		o.SweepInterval = 50 * time.Millisecond
+	})
+	a := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	raw, rerr := f.call("p", "stop_session", map[string]any{"session_id": a.SessionID})
+	if rerr != nil || !strings.Contains(string(raw), `"workspace_retained":false`) {
+		t.Fatalf("stop_session: %s %v", raw, rerr)
+	}
+	if rowExists(t, st, a.WorkspaceID) || f.volumeExists(volumeName(a.WorkspaceID)) {
+		t.Fatal("the anonymous workspace is left after its session stopped")
+	}
+	b := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	stop, rerr := f.ws("agent-A", "stop_session", map[string]any{"session_id": b.SessionID})
+	if rerr != nil || stop["workspace_retained"] != true {
+		t.Fatalf("stop of an attached workspace's session: %v %v", stop, rerr)
+	}
+	d := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	waitFor(t, "the expired session's workspace is deleted", func() bool { return !f.volumeExists(volumeName(d.WorkspaceID)) })
+	e := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	if err := f.svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rowExists(t, st, e.WorkspaceID) || f.volumeExists(volumeName(e.WorkspaceID)) {
+		t.Fatal("the anonymous workspace is left after the service closed")
+	}
+	if !rowExists(t, st, b.WorkspaceID) || !f.volumeExists(volumeName(b.WorkspaceID)) {
+		t.Fatal("the attached workspace went")
+	}
 }
