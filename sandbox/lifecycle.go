@@ -249,7 +249,7 @@ func (s *Service) tend(ctx context.Context) error {
 			continue
 		}
 		s.wsMu.Lock()
-		s.expireLocked(ctx, w.ID, now)
+		s.expireLocked(ctx, w.ID, time.Now())
 		s.wsMu.Unlock()
 	}
 	return errors.Join(errs...)

@@ -395,3 +395,141 @@ func TestRetentionZero(t *testing.T) {
 		t.Fatal("the attached workspace went")
 	}
 }
+
+// peer is another gateway process on f's engine instance and store: its
+// own owner id, its own sandbox service.
+func (f *fixture) peer(name string, st switchboard.Store, mod func(*sandbox.Options)) *fixture {
+	f.t.Helper()
+	e, err := engine.New(engine.Options{Instance: f.e.Instance(), Host: f.e.Host(), Owner: name + "-" + f.e.Owner()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	opts := sandbox.Options{Engine: e, Store: st, ImagePython: f.img, ImageNode: f.img, SweepInterval: time.Hour}
+	if mod != nil {
+		mod(&opts)
+	}
+	svc := sandbox.New(opts)
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			f.t.Errorf("close %s: %v", name, err)
+		}
+		_ = e.Close()
+	})
+	return &fixture{t: f.t, e: e, svc: svc, img: f.img}
+}
+
+// TestCrashTruth: a gateway process dies (its containers are swept, as
+// the next start's sweep does); the next start's Start makes its
+// workspace rows ready (container and holder cleared) and applies the
+// retention rule to them, while a live replica's row stays running and
+// its session keeps working.
+func TestCrashTruth(t *testing.T) {
+	_, st := withStore(t)
+	base := newFixture(t, nil) // the engine instance the gateways share
+	ctx := context.Background()
+	dead := base.peer("dead", st, nil)
+	live := base.peer("live", st, nil)
+	anon := dead.exec("p", "execute_command", map[string]any{"command": "echo a > a.txt"})
+	held := dead.exec("p", "execute_command", map[string]any{"command": "echo h > h.txt"})
+	if _, rerr := dead.ws("agent-X", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID}); rerr != nil {
+		t.Fatal(rerr)
+	}
+	other := live.exec("p", "execute_command", map[string]any{"command": "echo l > l.txt"})
+
+	// The dead process's containers go, as its successor's sweep removes
+	// them; the rows still say running.
+	removed, err := base.e.Sweep(ctx, func(_ context.Context, owner string) (bool, error) { return owner != dead.e.Owner(), nil })
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("sweep: %d removed, %v", len(removed), err)
+	}
+	if w, _ := st.GetWorkspace(ctx, held.WorkspaceID); w.Status != sandbox.WorkspaceRunning {
+		t.Fatalf("before the restart: %+v", w)
+	}
+
+	next := base.peer("next", st, func(o *sandbox.Options) { o.WorkspaceRetention = -1 })
+	if err := next.svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.GetWorkspace(ctx, held.WorkspaceID)
+	if err != nil || w.Status != sandbox.WorkspaceReady || w.ContainerID != "" || w.AgentSessionID != "" {
+		t.Fatalf("the dead process's held workspace after the start: %+v %v", w, err)
+	}
+	if rowExists(t, st, anon.WorkspaceID) || next.volumeExists(volumeName(anon.WorkspaceID)) {
+		t.Fatal("the dead process's anonymous workspace outlived its retention (0)")
+	}
+	if w, _ := st.GetWorkspace(ctx, other.WorkspaceID); w.Status != sandbox.WorkspaceRunning || w.ContainerID == "" {
+		t.Fatalf("the live replica's workspace after the start: %+v", w)
+	}
+	if r := live.exec("p", "execute_command", map[string]any{"command": "cat l.txt", "session_id": other.SessionID}); r.Stdout != "l\n" {
+		t.Fatalf("the live replica's session: %+v", r)
+	}
+	// The held workspace is attachable from the new process, files intact.
+	att, rerr := next.ws("agent-Y", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if got := next.run("agent-Y", att["session_id"].(string), "cat h.txt").Stdout; got != "h\n" {
+		t.Fatalf("files of the held workspace: %q", got)
+	}
+}
+
+// TestVanishedContainer: a session whose container was removed outside
+// the gateway is healed on its next call (a new container on the same
+// workspace, same session id, files intact), with the supervisor and
+// with docker exec; when its workspace volume went too, the call says
+// so and the session and its row are forgotten.
+func TestVanishedContainer(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		noSup bool
+	}{{"supervisor", false}, {"docker exec", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			mod, st := withStore(t)
+			f := newFixture(t, func(o *sandbox.Options) { mod(o); o.NoSupervisor = mode.noSup })
+			ctx := context.Background()
+			r := f.exec("p", "execute_command", map[string]any{"command": "echo keep > keep.txt"})
+			old := f.container(r.SessionID)
+			if err := f.e.Remove(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			got := f.exec("p", "execute_command", map[string]any{"command": "cat keep.txt", "session_id": r.SessionID})
+			if got.Stdout != "keep\n" || got.SessionID != r.SessionID || got.SessionCreated {
+				t.Fatalf("the call after the container vanished: %+v", got)
+			}
+			w, _ := st.GetWorkspace(ctx, r.WorkspaceID)
+			if now := f.container(r.SessionID); now == old || w.ContainerID != now || w.Status != sandbox.WorkspaceRunning {
+				t.Fatalf("container %s (was %s), row %+v", now, old, w)
+			}
+
+			// Container and volume gone: the session is gone, said once.
+			if err := f.e.Remove(ctx, f.container(r.SessionID)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.e.RemoveVolume(ctx, volumeName(r.WorkspaceID)); err != nil {
+				t.Fatal(err)
+			}
+			_, rerr := f.call("p", "execute_command", map[string]any{"command": "true", "session_id": r.SessionID})
+			wantCode(t, rerr, -32602, "removed outside the gateway")
+			if len(f.svc.Sessions("p")) != 0 || rowExists(t, st, r.WorkspaceID) {
+				t.Fatal("the session or its row is left")
+			}
+			_, rerr = f.call("p", "execute_command", map[string]any{"command": "true", "session_id": r.SessionID})
+			wantCode(t, rerr, -32602, "session not found")
+			if vols, _ := f.e.ListVolumes(ctx, nil); len(vols) != 0 {
+				t.Fatalf("volumes left: %v", vols)
+			}
+		})
+	}
+}
+
+// container returns the id of session sid's container.
+func (f *fixture) container(sid string) string {
+	f.t.Helper()
+	list, err := f.e.List(context.Background(), map[string]string{engine.LabelRef: sid})
+	if err != nil || len(list) != 1 {
+		f.t.Fatalf("containers of %s: %v %v", sid, list, err)
+	}
+	return list[0].ID
+}

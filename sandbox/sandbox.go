@@ -905,7 +905,9 @@ func (s *Service) supervisorOf(ctx context.Context, x *session, gone bool) (*sup
 			x.sup = startSupervisor(stream, s.opts.SupervisorWait)
 			return x.sup, nil
 		}
-		if !errors.Is(err, switchboard.ErrNotFound) {
+		// An attach to a missing container fails as an upgrade refused
+		// (404), not as not-found: ask whether it is still there.
+		if _, ierr := s.opts.Engine.Inspect(ctx, id); !errors.Is(ierr, switchboard.ErrNotFound) {
 			return nil, engineError(err)
 		}
 	}
