@@ -533,3 +533,63 @@ func (f *fixture) container(sid string) string {
 	}
 	return list[0].ID
 }
+
+// TestLastUsedAndHistory: every operation on a workspace moves its
+// last_used_at (a snapshot's too, when it is restored), and
+// list_workspaces shows who attached it after whom.
+func TestLastUsedAndHistory(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	ctx := context.Background()
+	r := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	lastUsed := func(id string) time.Time {
+		w, err := st.GetWorkspace(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.LastUsedAt
+	}
+	var snapID string
+	for _, step := range []struct {
+		name, agent, tool string
+		args              func() map[string]any
+		workspace         func() string
+	}{
+		{"get_sessions", "agent-1", "get_sessions", func() map[string]any { return map[string]any{"session_id": r.SessionID} }, nil},
+		{"get_volume_path", "agent-1", "get_volume_path", func() map[string]any { return map[string]any{"session_id": r.SessionID} }, nil},
+		{"attach by A", "agent-A", "attach_workspace", func() map[string]any { return map[string]any{"workspace_id": r.WorkspaceID} }, nil},
+		{"snapshot", "agent-A", "snapshot_workspace", func() map[string]any { return map[string]any{"workspace_id": r.WorkspaceID} }, nil},
+		{"detach", "agent-A", "detach_workspace", func() map[string]any { return map[string]any{"workspace_id": r.WorkspaceID} }, nil},
+		{"restore", "agent-B", "restore_snapshot", func() map[string]any { return map[string]any{"snapshot_id": snapID} }, func() string { return snapID }},
+		{"attach by B", "agent-B", "attach_workspace", func() map[string]any { return map[string]any{"workspace_id": r.WorkspaceID} }, nil},
+	} {
+		id := r.WorkspaceID
+		if step.workspace != nil {
+			id = step.workspace()
+		}
+		before := lastUsed(id)
+		out, rerr := f.ws(step.agent, step.tool, step.args())
+		if rerr != nil {
+			t.Fatalf("%s: %v", step.name, rerr)
+		}
+		if step.tool == "snapshot_workspace" {
+			snapID = out["workspace_id"].(string)
+		}
+		if after := lastUsed(id); !after.After(before) {
+			t.Errorf("%s did not move last_used_at: %v then %v", step.name, before, after)
+		}
+	}
+	w := f.wsInfo(r.WorkspaceID)
+	if w == nil || len(w.AttachHistory) != 2 {
+		t.Fatalf("attach history: %+v", w)
+	}
+	if h := w.AttachHistory[0]; h.Previous != "agent-1" || h.Holder != "agent-A" || h.At.IsZero() {
+		t.Errorf("first attach: %+v", h)
+	}
+	if h := w.AttachHistory[1]; h.Previous != "agent-A" || h.Holder != "agent-B" || !h.At.After(w.AttachHistory[0].At) {
+		t.Errorf("second attach: %+v", h)
+	}
+	if got, err := f.svc.GetWorkspace(ctx, "p", r.WorkspaceID); err != nil || len(got.AttachHistory) != 2 {
+		t.Fatalf("GetWorkspace: %+v %v", got, err)
+	}
+}
