@@ -40,6 +40,10 @@ type Sandbox struct {
 	// snapshotted) is kept after its session ended; 0 deletes it when its
 	// session ends.
 	WorkspaceRetention time.Duration `env:"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION" envDefault:"24h"`
+	// WorkspaceSize caps the bytes a workspace (or snapshot) holds, as a
+	// file system of that size; 0: no limit. Engines without sized
+	// volumes get plain ones, with a warning.
+	WorkspaceSize int64 `env:"MCP_SERVER_SANDBOX_WORKSPACE_SIZE" envDefault:"1073741824"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.
@@ -173,6 +177,9 @@ func (s Sandbox) validate(dockerHost string) []error {
 	if s.WorkspaceRetention < 0 {
 		bad("MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "must be a duration such as 24h, or 0 to delete such a workspace when its session ends, got %s", s.WorkspaceRetention)
 	}
+	if s.WorkspaceSize != 0 && s.WorkspaceSize < 16<<20 {
+		bad("MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "must be at least 16777216 bytes (16 MiB), or 0 for no limit, got %d", s.WorkspaceSize)
+	}
 	if s.OutputLimit < 1024 {
 		bad("MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "must be at least 1024 bytes, got %d", s.OutputLimit)
 	}
@@ -200,5 +207,5 @@ func (s Sandbox) LogAttrs() []any {
 	}
 	return []any{"sandbox", s.Enabled, "sandbox_image_python", s.ImagePython, "sandbox_image_node", s.ImageNode,
 		"sandbox_session_timeout", s.SessionTimeout, "sandbox_max_sessions", s.MaxSessions, "sandbox_network", net,
-		"sandbox_workspace_retention", s.WorkspaceRetention}
+		"sandbox_workspace_retention", s.WorkspaceRetention, "sandbox_workspace_size", s.WorkspaceSize}
 }

@@ -17,17 +17,18 @@ func TestSandboxDefaults(t *testing.T) {
 	}
 	want := Sandbox{Enabled: true, ImagePython: "switchboard-sandbox:latest", ImageNode: "switchboard-sandbox:latest",
 		SessionTimeout: 30 * time.Minute, MaxSessions: 10, MaxTimeout: 5 * time.Minute, OutputLimit: 1 << 20,
-		WorkspaceRetention: 24 * time.Hour}
+		WorkspaceRetention: 24 * time.Hour, WorkspaceSize: 1 << 30}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
 
-// A retention of 0 is valid: such workspaces go when their session ends.
-func TestSandboxRetentionZero(t *testing.T) {
-	cfg, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION": "0"}))
-	if err != nil || cfg.Sandbox.WorkspaceRetention != 0 {
-		t.Fatalf("retention 0: %v %v", cfg.Sandbox.WorkspaceRetention, err)
+// A retention of 0 is valid (such workspaces go when their session
+// ends), and so is a workspace size of 0 (no limit).
+func TestSandboxZeroes(t *testing.T) {
+	cfg, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION": "0", "MCP_SERVER_SANDBOX_WORKSPACE_SIZE": "0"}))
+	if err != nil || cfg.Sandbox.WorkspaceRetention != 0 || cfg.Sandbox.WorkspaceSize != 0 {
+		t.Fatalf("zeroes: %+v %v", cfg.Sandbox, err)
 	}
 }
 
@@ -85,6 +86,9 @@ func TestSandboxRejects(t *testing.T) {
 		"output":                   {"MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "10"},
 		"negative retention":       {"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "-1h"},
 		"retention not a duration": {"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION", "a day"},
+		"workspace size too small": {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "1048576"},
+		"negative workspace size":  {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "-1"},
+		"workspace size in words":  {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "1G"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(getenvOf(map[string]string{tc.key: tc.value}))

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 	"github.com/switchboard-mcp/switchboard/sandbox"
 )
 
@@ -591,5 +593,75 @@ func TestLastUsedAndHistory(t *testing.T) {
 	}
 	if got, err := f.svc.GetWorkspace(ctx, "p", r.WorkspaceID); err != nil || len(got.AttachHistory) != 2 {
 		t.Fatalf("GetWorkspace: %+v %v", got, err)
+	}
+}
+
+// withDisks makes the service's engine one with sized volumes (a fresh
+// disk directory, the same instance); a host where they cannot work
+// skips the test, or fails it when SWITCHBOARD_TEST_REQUIRE names
+// "loopdisk".
+func withDisks(t *testing.T, o *sandbox.Options) {
+	t.Helper()
+	base := o.Engine.(*engine.Engine)
+	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: filepath.Join(t.TempDir(), "disks")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DiskLimits(); err != nil {
+		testenv.Need(t, "loopdisk", false, err.Error())
+	}
+	t.Cleanup(func() {
+		// After the service closed, before the engine's cleanup: volumes
+		// go through this engine, so their loop devices and images too.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.RemoveOwned(ctx, nil); err != nil {
+			t.Errorf("cleanup containers: %v", err)
+		}
+		vols, _ := e.ListVolumes(ctx, nil)
+		for _, v := range vols {
+			if err := e.RemoveVolume(ctx, v.Name); err != nil {
+				t.Errorf("cleanup volume %s: %v", v.Name, err)
+			}
+		}
+		_ = e.Close()
+	})
+	o.Engine = e
+}
+
+// TestWorkspaceSize: a program that writes past the workspace's size gets
+// "No space left on device", the session goes on and the space freed is
+// usable; a snapshot restored into a new workspace is limited too.
+func TestWorkspaceSize(t *testing.T) {
+	mod, _ := withStore(t)
+	f := newFixture(t, func(o *sandbox.Options) {
+		mod(o)
+		withDisks(t, o)
+		o.WorkspaceBytes = 32 << 20
+	})
+	fill := "head -c 64m /dev/zero > big; echo exit=$?; ls -l big | awk '{print $5}'"
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo small > small.txt; " + fill})
+	if !strings.Contains(r.Stdout, "exit=1") || !strings.Contains(r.Stderr, "No space left on device") {
+		t.Fatalf("writing past the size: %+v", r)
+	}
+	r = f.exec("p", "execute_command", map[string]any{"command": "rm big && head -c 8m /dev/zero > mid && cat small.txt", "session_id": r.SessionID})
+	if exitCode(r) != 0 || r.Stdout != "small\n" {
+		t.Fatalf("the session after the disk was full: %+v", r)
+	}
+	snap, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	restored, rerr := f.ws("agent-A", "restore_snapshot", map[string]any{"snapshot_id": snap["workspace_id"]})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	att, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": restored["workspace_id"]})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	r = f.run("agent-A", att["session_id"].(string), "cat small.txt; "+fill)
+	if !strings.HasPrefix(r.Stdout, "small\nexit=1") || !strings.Contains(r.Stderr, "No space left on device") {
+		t.Fatalf("writing past the size of a restored workspace: %+v", r)
 	}
 }

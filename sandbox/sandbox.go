@@ -34,6 +34,8 @@ type Engine interface {
 	Attach(ctx context.Context, id string) (*engine.Stream, error)
 	Inspect(ctx context.Context, id string) (engine.State, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	CreateSizedVolume(ctx context.Context, name string, labels map[string]string, d engine.Disk) error
+	DiskLimits() error
 	RemoveVolume(ctx context.Context, name string) error
 	InspectVolume(ctx context.Context, name string) (engine.Volume, error)
 	ListVolumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
@@ -88,7 +90,13 @@ type Options struct {
 	// snapshotted) is kept once its session has ended; default 24h. A
 	// negative value deletes it as soon as its session ends.
 	WorkspaceRetention time.Duration
-	Logger             *slog.Logger
+	// WorkspaceBytes caps what a workspace (or snapshot) holds: its
+	// volume is a file system of that size (engine.CreateSizedVolume) and
+	// a program writing past it gets "no space left on device"; default 1
+	// GiB, negative: no limit. An engine without sized volumes
+	// (DiskLimits) gets plain volumes, said once.
+	WorkspaceBytes int64
+	Logger         *slog.Logger
 }
 
 // Service runs sandbox sessions for every project. Its tools are served
@@ -108,6 +116,8 @@ type Service struct {
 	deleting map[string]int // projects being deleted (DeleteProject): no new session
 
 	info engine.Info // cached once known (NCPU > 0)
+
+	plainOnce sync.Once // the warning that workspaces have no size limit
 
 	probe    Status    // the last engine probe for Status
 	probedAt time.Time // when; zero: never
@@ -176,6 +186,9 @@ func New(opts Options) *Service {
 	}
 	if opts.WorkspaceRetention == 0 {
 		opts.WorkspaceRetention = 24 * time.Hour
+	}
+	if opts.WorkspaceBytes == 0 {
+		opts.WorkspaceBytes = 1 << 30
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -74,13 +74,27 @@ func (s *Service) newWorkspace(ctx context.Context, x *session) error {
 		x.workspaceID = w.ID
 	}
 	x.volume = volumeFor(x.workspaceID)
-	if err := s.opts.Engine.CreateVolume(ctx, x.volume, map[string]string{
-		engine.LabelKind: KindWorkspace, engine.LabelRef: x.workspaceID, engine.LabelProject: x.project,
-	}); err != nil {
+	if err := s.createVolume(ctx, x.volume, x.workspaceID, x.project); err != nil {
 		s.dropWorkspace(x)
 		return engineError(err)
 	}
 	return nil
+}
+
+// createVolume creates the volume of workspace id of project: sized
+// (WorkspaceBytes) when the engine can, else plain, which is said once.
+func (s *Service) createVolume(ctx context.Context, name, id, project string) error {
+	labels := map[string]string{engine.LabelKind: KindWorkspace, engine.LabelRef: id, engine.LabelProject: project}
+	if s.opts.WorkspaceBytes > 0 {
+		err := s.opts.Engine.DiskLimits()
+		if err == nil {
+			return s.opts.Engine.CreateSizedVolume(ctx, name, labels, engine.Disk{Bytes: s.opts.WorkspaceBytes, UID: SandboxUID, GID: SandboxUID})
+		}
+		s.plainOnce.Do(func() {
+			s.log.Warn("sandbox: workspaces have no size limit (MCP_SERVER_SANDBOX_WORKSPACE_SIZE), only the per-file one", "reason", switchboard.Message(err))
+		})
+	}
+	return s.opts.Engine.CreateVolume(ctx, name, labels)
 }
 
 // dropWorkspace undoes newWorkspace after a failed start.

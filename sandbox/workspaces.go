@@ -334,7 +334,7 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 		_ = s.opts.Store.DeleteWorkspace(dctx, w.ID)
 		return WorkspaceInfo{}, err
 	}
-	if err := s.opts.Engine.CreateVolume(ctx, cfg.Volume, map[string]string{engine.LabelKind: KindWorkspace, engine.LabelRef: w.ID, engine.LabelProject: w.ProjectID}); err != nil {
+	if err := s.createVolume(ctx, cfg.Volume, w.ID, w.ProjectID); err != nil {
 		return fail(engineError(err))
 	}
 	if err := s.copyVolume(ctx, fromCfg.Volume, cfg.Volume, from.ProjectID); err != nil {

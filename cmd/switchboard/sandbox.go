@@ -127,14 +127,19 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	for _, v := range vols {
 		mounts = append(mounts, sandbox.Volume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly, Bind: v.Bind})
 	}
-	retention := cfg.Sandbox.WorkspaceRetention
+	// The settings' 0 is the options' negative: deleted when the session
+	// ends; no size limit.
+	retention, size := cfg.Sandbox.WorkspaceRetention, cfg.Sandbox.WorkspaceSize
 	if retention == 0 {
-		retention = -1 // the setting's 0: deleted when the session ends
+		retention = -1
+	}
+	if size == 0 {
+		size = -1
 	}
 	svc := sandbox.New(sandbox.Options{
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
-		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention,
+		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention, WorkspaceBytes: size,
 		Logger: log.With("component", "sandbox"),
 	})
 	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
