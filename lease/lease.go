@@ -1,7 +1,8 @@
 // Package lease is how a gateway process proves that the containers it
 // labelled are still its own: it holds a lease "gateway/<owner id>" in
 // the store, renewed while it runs and released when it stops, and its
-// owner id names the process (boot, PID namespace, PID and start time).
+// owner id names the process (boot, PID namespace, PID and start time,
+// and a random tag).
 //
 // An owner is alive while its lease is unexpired. On the same host (the
 // same boot and PID namespace) a process that no longer exists is dead at
@@ -13,6 +14,8 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,23 +151,25 @@ func (p *Process) Alive(ctx context.Context, owner string) (bool, error) {
 	return false, nil
 }
 
-// ident names one process for as long as its host runs: the kernel's
-// boot id, the PID namespace, the PID and the start time in clock ticks
-// since boot (which tells a reused PID from the original).
+// ident names one gateway in one process for as long as its host runs:
+// the kernel's boot id, the PID namespace, the PID, the start time in
+// clock ticks since boot (which tells a reused PID from the original),
+// and a random tag (two gateways in one process, as tests run them).
 type ident struct {
 	boot  string
 	pidNS uint64
 	pid   int
 	start uint64
+	tag   string
 }
 
 func (i ident) String() string {
-	return fmt.Sprintf("%s-%d-%d-%d", i.boot, i.pidNS, i.pid, i.start)
+	return fmt.Sprintf("%s-%d-%d-%d-%s", i.boot, i.pidNS, i.pid, i.start, i.tag)
 }
 
 func parse(s string) (ident, bool) {
 	parts := strings.Split(s, "-")
-	if len(parts) != 4 || len(parts[0]) != 8 {
+	if len(parts) != 5 || len(parts[0]) != 8 || parts[4] == "" {
 		return ident{}, false
 	}
 	ns, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -173,7 +178,7 @@ func parse(s string) (ident, bool) {
 	if err := errors.Join(err1, err2, err3); err != nil || pid <= 0 {
 		return ident{}, false
 	}
-	return ident{boot: parts[0], pidNS: ns, pid: pid, start: start}, true
+	return ident{boot: parts[0], pidNS: ns, pid: pid, start: start, tag: parts[4]}, true
 }
 
 // sameHost: the PID and start time of o mean something here.
@@ -199,6 +204,9 @@ func current() ident {
 		id.pidNS, _ = strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "pid:["), "]"), 10, 64)
 	}
 	id.start, _ = startTime(id.pid)
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	id.tag = hex.EncodeToString(b[:])
 	return id
 }
 

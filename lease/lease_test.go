@@ -52,11 +52,11 @@ func TestAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another host's process: only its lease tells.
-	remote := ident{boot: "0123abcd", pidNS: 1, pid: 42, start: 7}.String()
+	remote := ident{boot: "0123abcd", pidNS: 1, pid: 42, start: 7, tag: "a1"}.String()
 	if _, err := st.AcquireLease(t.Context(), Prefix+remote, remote, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	unleased := ident{boot: "0123abcd", pidNS: 1, pid: 43, start: 7}.String()
+	unleased := ident{boot: "0123abcd", pidNS: 1, pid: 43, start: 7, tag: "a1"}.String()
 
 	for _, tc := range []struct {
 		name, owner string
@@ -104,7 +104,7 @@ func TestParse(t *testing.T) {
 	if !ok || got != id {
 		t.Fatalf("parse(%q) = %+v, %v; want %+v", id.String(), got, ok, id)
 	}
-	for _, bad := range []string{"", "pool", "sb-1234", "abcdefgh-1-2", "abcdefgh-x-2-3", "abcdefgh-1-0-3", "abc-1-2-3"} {
+	for _, bad := range []string{"", "pool", "sb-1234", "abcdefgh-1-2-3", "abcdefgh-1-2-3-", "abcdefgh-x-2-3-t", "abcdefgh-1-0-3-t", "abc-1-2-3-t"} {
 		if _, ok := parse(bad); ok {
 			t.Errorf("parse(%q) accepted", bad)
 		}

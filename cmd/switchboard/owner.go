@@ -36,6 +36,13 @@ func startOwnership(ctx context.Context, proc *lease.Process, eng *engine.Engine
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
 	o.sweep(fctx)
+	// Sized workspaces' loop devices, before any container mounts one
+	// (gone after a reboot).
+	if err := eng.DiskLimits(); err != nil {
+		log.Info("workspace size limits are not enforced here; workspaces are plain volumes", "why", switchboard.Message(err))
+	} else if err := eng.RestoreDisks(fctx); err != nil {
+		log.Warn("re-attaching sized workspaces' file system images", "err", switchboard.Message(err))
+	}
 	fcancel()
 	o.wg.Go(func() {
 		t := time.NewTicker(proc.TTL())

@@ -155,12 +155,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = st.Close()
 		return err
 	}
-	proc, err := lease.Start(ctx, st, lease.Options{Logger: log})
+	proc, err := lease.Start(ctx, st, lease.Options{TTL: cfg.OwnerLease, Logger: log})
 	if err != nil {
 		_ = st.Close()
 		return err
 	}
-	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Owner: proc.ID(), Logger: log})
+	diskDir, _ := filepath.Abs(filepath.Join(cfg.DataDir, "disks"))
+	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Owner: proc.ID(), DiskDir: diskDir, Logger: log})
 	if err != nil {
 		_ = proc.Close(ctx)
 		_ = st.Close()
@@ -244,7 +245,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox}
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox,
+		Teardown: &teardown{st: st, eng: eng, hr: hr, cat: cat, sbox: sbox}}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}

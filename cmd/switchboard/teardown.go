@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+)
+
+// teardown is what deleting a project does on the container side
+// (api.Teardown): each service forgets the project and removes what it
+// runs, then the engine removes whatever else carries the project's
+// label, volumes included, so nothing of a deleted project stays and a
+// project created later with the same id starts empty.
+type teardown struct {
+	st   switchboard.WorkspaceStore
+	eng  *engine.Engine
+	hr   *hostedRuntime
+	cat  *catalogRuntime
+	sbox *sandboxRuntime
+}
+
+// ProjectUsage implements api.Teardown.
+func (t *teardown) ProjectUsage(ctx context.Context, project string) ([]string, error) {
+	var out []string
+	add := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			out = append(out, "1 "+one)
+		case n > 1:
+			out = append(out, fmt.Sprintf("%d %s", n, many))
+		}
+	}
+	sessions, workspaces, err := t.sbox.svc.ProjectUsage(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	add(sessions, "sandbox session", "sandbox sessions")
+	add(workspaces, "workspace or snapshot", "workspaces and snapshots")
+	rows, err := t.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerMCPServer})
+	if err != nil {
+		return nil, err
+	}
+	add(len(rows), "hosted server", "hosted servers")
+	if t.eng != nil {
+		containers, volumes, err := t.eng.ProjectObjects(ctx, project)
+		if err != nil && !errors.Is(err, switchboard.ErrUnavailable) {
+			return nil, err
+		}
+		if len(out) == 0 { // else these are the same things again
+			add(containers, "container", "containers")
+			add(volumes, "volume", "volumes")
+		}
+	}
+	return out, nil
+}
+
+// DeleteProject implements api.Teardown.
+func (t *teardown) DeleteProject(ctx context.Context, project string) error {
+	errs := []error{t.sbox.svc.DeleteProject(ctx, project)}
+	select {
+	case <-t.hr.svc.ProjectGone(project):
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	if t.cat.od != nil {
+		errs = append(errs, t.cat.od.ProjectGone(ctx, project))
+	}
+	if t.eng != nil {
+		errs = append(errs, t.eng.RemoveProject(ctx, project))
+	}
+	err := errors.Join(errs...)
+	if t.eng == nil || t.eng.Ping(ctx) != nil {
+		// No engine, nothing of the project on it to remove: a gateway
+		// without Docker deletes projects as it always did.
+		return nil
+	}
+	return err
+}
