@@ -31,7 +31,8 @@ type Engine interface {
 	Unpause(ctx context.Context, id string) error
 	Exec(ctx context.Context, id string, s engine.ExecSpec) (int, error)
 	WaitNextExit(ctx context.Context, id string) <-chan engine.Exit
-	Attach(ctx context.Context, id string) (*engine.Stream, error)
+	Launch(ctx context.Context, s engine.Spec, watch context.Context) (engine.Running, error)
+	StartAttached(ctx context.Context, id string, watch context.Context) (engine.Running, error)
 	Inspect(ctx context.Context, id string) (engine.State, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	CreateSizedVolume(ctx context.Context, name string, labels map[string]string, d engine.Disk) error
@@ -420,10 +421,9 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	return x, nil
 }
 
-// startContainer creates and starts a container for session x on its
-// workspace volume, and greets its supervisor (nil: the image has no
-// python3, executions use docker exec). Nothing is left behind when it
-// fails.
+// startContainer launches a container for session x on its workspace
+// volume, and greets its supervisor (nil: the image has no python3,
+// executions use docker exec). Nothing is left behind when it fails.
 func (s *Service) startContainer(ctx context.Context, x *session) (string, *supervisor, error) {
 	info, err := s.engineInfo(ctx)
 	if err != nil {
@@ -459,7 +459,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	if slices.Contains(info.Runtimes, "runsc") {
 		spec.Runtime = "runsc"
 	}
-	id, err := s.opts.Engine.Create(ctx, spec)
+	run, err := s.opts.Engine.Launch(ctx, spec, nil)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrNotFound) {
 			return "", nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", x.image, x.template, variable)
@@ -471,23 +471,12 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 		}
 		return "", nil, engineError(err)
 	}
-	stream, err := s.opts.Engine.Attach(ctx, id)
-	if err == nil {
-		err = s.opts.Engine.Start(ctx, id)
-		if err != nil {
-			_ = stream.Close()
-		}
-	}
-	if err != nil {
-		s.discard(ctx, id, nil)
-		return "", nil, engineError(err)
-	}
-	sup := startSupervisor(stream, s.opts.SupervisorWait)
+	sup := startSupervisor(run.Stream, s.opts.SupervisorWait)
 	if sup == nil {
 		s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", x.image)
 	}
 	s.log.Debug("sandbox: container started", "sandbox_session", x.id, "runtime", orDefault(spec.Runtime, "runc"))
-	return id, sup, nil
+	return run.ID, sup, nil
 }
 
 // discard removes a container that serves no session (any more).
@@ -908,14 +897,9 @@ func (s *Service) supervisorOf(ctx context.Context, x *session, gone bool) (*sup
 	if !gone {
 		s.log.Warn("sandbox: the session's supervisor ended; restarting its container", "sandbox_session", x.id)
 		id := x.container()
-		stream, err := s.opts.Engine.Attach(ctx, id)
+		run, err := s.opts.Engine.StartAttached(ctx, id, nil)
 		if err == nil {
-			if err = s.opts.Engine.Start(ctx, id); err != nil {
-				_ = stream.Close()
-			}
-		}
-		if err == nil {
-			x.sup = startSupervisor(stream, s.opts.SupervisorWait)
+			x.sup = startSupervisor(run.Stream, s.opts.SupervisorWait)
 			return x.sup, nil
 		}
 		// An attach to a missing container fails as an upgrade refused
