@@ -47,16 +47,9 @@ func TestDeleteProject(t *testing.T) {
 
 	anon := f.exec("p", "execute_command", map[string]any{"command": "echo secret > secret.txt"})
 	held := f.exec("p", "execute_command", map[string]any{"command": "echo mine > mine.txt"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
-	snap, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": held.WorkspaceID})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	if _, rerr := f.ws("agent-A", "restore_snapshot", map[string]any{"snapshot_id": snap["workspace_id"]}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID})
+	snap := f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": held.WorkspaceID})
+	f.must("agent-A", "restore_snapshot", map[string]any{"snapshot_id": snap["workspace_id"]})
 	// A volume of the project whose row went (a crash between the two).
 	if err := f.e.CreateVolume(ctx, "switchboard-ws-orphan-"+f.e.Instance(), map[string]string{engine.LabelKind: sandbox.KindWorkspace, engine.LabelProject: "p"}); err != nil {
 		t.Fatal(err)
@@ -77,7 +70,7 @@ func TestDeleteProject(t *testing.T) {
 		t.Fatalf("usage after: %d sessions, %d workspaces, %v", sessions, workspaces, err)
 	}
 	// The old sessions are gone, also for a new tenant of the same id.
-	_, rerr = f.call("p", "execute_command", map[string]any{"command": "cat secret.txt", "session_id": anon.SessionID})
+	_, rerr := f.call("p", "execute_command", map[string]any{"command": "cat secret.txt", "session_id": anon.SessionID})
 	wantCode(t, rerr, -32602, "session not found")
 	if r := f.exec("p", "execute_command", map[string]any{"command": "ls -A | wc -l"}); r.Stdout != "0\n" {
 		t.Fatalf("a new session of p sees files: %q", r.Stdout)
@@ -95,13 +88,29 @@ func TestDeleteProject(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing t after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// must runs a workspace tool as agent in project p, failing t when it
+// fails.
+func (f *fixture) must(agent, tool string, args map[string]any) map[string]any {
+	f.t.Helper()
+	m, rerr := f.ws(agent, tool, args)
+	if rerr != nil {
+		f.t.Fatalf("%s by %s: %d %s", tool, agent, rerr.Code, rerr.Message)
+	}
+	return m
+}
+
+// waitFor polls cond until it holds, failing t with cond's last word
+// after a deadline.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
+			t.Fatalf("timed out waiting until %s: %s", what, why)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}
@@ -154,13 +163,8 @@ func TestDeleteWorkspace(t *testing.T) {
 	// A held one: refused for others (with and without an MCP session),
 	// allowed to the holder.
 	h := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": h.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
-	snap, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": h.WorkspaceID})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": h.WorkspaceID})
+	snap := f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": h.WorkspaceID})
 	for _, agent := range []string{"agent-B", ""} {
 		_, rerr = f.callCtx(ctx, "p", agent, "delete_workspace", map[string]any{"workspace_id": h.WorkspaceID}, nil)
 		wantCode(t, rerr, -32600, "agent-A")
@@ -182,9 +186,7 @@ func TestDeleteWorkspace(t *testing.T) {
 
 	// The admin deletes what an agent session holds.
 	a := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": a.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": a.WorkspaceID})
 	if d, err := f.svc.Delete(ctx, "p", "", a.WorkspaceID); err != nil || d.SessionID != a.SessionID {
 		t.Fatalf("admin delete: %+v %v", d, err)
 	}
@@ -223,9 +225,7 @@ func TestExclusiveAttach(t *testing.T) {
 	f := newFixture(t, mod)
 	ctx := context.Background()
 	r := f.exec("p", "execute_command", map[string]any{"command": "echo keep > keep.txt"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID})
 	ops := []struct {
 		tool string
 		args map[string]any
@@ -254,16 +254,10 @@ func TestExclusiveAttach(t *testing.T) {
 		t.Fatalf("%d workspace rows, want 1", len(rows))
 	}
 	// The holder may snapshot and stop.
-	if _, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if _, rerr := f.ws("agent-A", "stop_session", map[string]any{"session_id": r.SessionID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	f.must("agent-A", "stop_session", map[string]any{"session_id": r.SessionID})
 	// The admin stops a held session.
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": r.WorkspaceID})
 	if _, _, err := f.svc.StopSession(ctx, "p", "", f.svc.Sessions("p")[0].SessionID); err != nil {
 		t.Fatalf("admin stop: %v", err)
 	}
@@ -328,28 +322,21 @@ func TestRetention(t *testing.T) {
 	// Attached (then detached) and snapshotted ones are kept, the
 	// snapshot too.
 	b := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if _, rerr := f.ws("agent-A", "detach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID})
+	f.must("agent-A", "detach_workspace", map[string]any{"workspace_id": b.WorkspaceID})
 	c := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	snap, rerr := f.ws("agent-B", "snapshot_workspace", map[string]any{"workspace_id": c.WorkspaceID})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
+	snap := f.must("agent-B", "snapshot_workspace", map[string]any{"workspace_id": c.WorkspaceID})
 	if _, rerr := f.call("p", "stop_session", map[string]any{"session_id": c.SessionID}); rerr != nil {
 		t.Fatal(rerr)
 	}
 	// Idle expiry ends a session too.
 	d := f.exec("p", "execute_command", map[string]any{"command": "true"})
 
-	waitFor(t, "the stopped anonymous workspace is deleted", func() bool { return gone(a.WorkspaceID) })
+	waitFor(t, "the stopped anonymous workspace is deleted", func() (bool, string) { return gone(a.WorkspaceID), "" })
 	if time.Since(stopped) < time.Second {
 		t.Fatalf("deleted %v after its session stopped, before its retention", time.Since(stopped))
 	}
-	waitFor(t, "the expired session's anonymous workspace is deleted", func() bool { return gone(d.WorkspaceID) })
+	waitFor(t, "the expired session's anonymous workspace is deleted", func() (bool, string) { return gone(d.WorkspaceID), "" })
 	for _, id := range []string{b.WorkspaceID, c.WorkspaceID, snap["workspace_id"].(string)} {
 		if !kept(id) {
 			t.Errorf("workspace %s was not kept", id)
@@ -377,15 +364,13 @@ func TestRetentionZero(t *testing.T) {
 		t.Fatal("the anonymous workspace is left after its session stopped")
 	}
 	b := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	if _, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": b.WorkspaceID})
 	stop, rerr := f.ws("agent-A", "stop_session", map[string]any{"session_id": b.SessionID})
 	if rerr != nil || stop["workspace_retained"] != true {
 		t.Fatalf("stop of an attached workspace's session: %v %v", stop, rerr)
 	}
 	d := f.exec("p", "execute_command", map[string]any{"command": "true"})
-	waitFor(t, "the expired session's workspace is deleted", func() bool { return !f.volumeExists(volumeName(d.WorkspaceID)) })
+	waitFor(t, "the expired session's workspace is deleted", func() (bool, string) { return !f.volumeExists(volumeName(d.WorkspaceID)), "" })
 	e := f.exec("p", "execute_command", map[string]any{"command": "true"})
 	if err := f.svc.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -435,9 +420,7 @@ func TestCrashTruth(t *testing.T) {
 	live := base.peer("live", st, nil)
 	anon := dead.exec("p", "execute_command", map[string]any{"command": "echo a > a.txt"})
 	held := dead.exec("p", "execute_command", map[string]any{"command": "echo h > h.txt"})
-	if _, rerr := dead.ws("agent-X", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	dead.must("agent-X", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID})
 	other := live.exec("p", "execute_command", map[string]any{"command": "echo l > l.txt"})
 
 	// The dead process's containers go, as its successor's sweep removes
@@ -468,10 +451,7 @@ func TestCrashTruth(t *testing.T) {
 		t.Fatalf("the live replica's session: %+v", r)
 	}
 	// The held workspace is attachable from the new process, files intact.
-	att, rerr := next.ws("agent-Y", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
+	att := next.must("agent-Y", "attach_workspace", map[string]any{"workspace_id": held.WorkspaceID})
 	if got := next.run("agent-Y", att["session_id"].(string), "cat h.txt").Stdout; got != "h\n" {
 		t.Fatalf("files of the held workspace: %q", got)
 	}
@@ -648,18 +628,9 @@ func TestWorkspaceSize(t *testing.T) {
 	if exitCode(r) != 0 || r.Stdout != "small\n" {
 		t.Fatalf("the session after the disk was full: %+v", r)
 	}
-	snap, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	restored, rerr := f.ws("agent-A", "restore_snapshot", map[string]any{"snapshot_id": snap["workspace_id"]})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	att, rerr := f.ws("agent-A", "attach_workspace", map[string]any{"workspace_id": restored["workspace_id"]})
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
+	snap := f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	restored := f.must("agent-A", "restore_snapshot", map[string]any{"snapshot_id": snap["workspace_id"]})
+	att := f.must("agent-A", "attach_workspace", map[string]any{"workspace_id": restored["workspace_id"]})
 	r = f.run("agent-A", att["session_id"].(string), "cat small.txt; "+fill)
 	if !strings.HasPrefix(r.Stdout, "small\nexit=1") || !strings.Contains(r.Stderr, "No space left on device") {
 		t.Fatalf("writing past the size of a restored workspace: %+v", r)

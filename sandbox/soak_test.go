@@ -44,12 +44,8 @@ func TestSoakAnonymousSessions(t *testing.T) {
 
 	// One workspace is kept: attached once, then detached.
 	kept := f.exec("p", "execute_command", map[string]any{"command": "echo kept > kept.txt"})
-	if _, rerr := f.ws("agent-K", "attach_workspace", map[string]any{"workspace_id": kept.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if _, rerr := f.ws("agent-K", "detach_workspace", map[string]any{"workspace_id": kept.WorkspaceID}); rerr != nil {
-		t.Fatal(rerr)
-	}
+	f.must("agent-K", "attach_workspace", map[string]any{"workspace_id": kept.WorkspaceID})
+	f.must("agent-K", "detach_workspace", map[string]any{"workspace_id": kept.WorkspaceID})
 
 	var started, stopped, failed atomic.Int64
 	end := time.Now().Add(soakFor)
@@ -111,7 +107,7 @@ func TestSoakAnonymousSessions(t *testing.T) {
 		return true, ""
 	}
 	checks := 0
-	waitForState(t, "every session ended", func() (bool, string) {
+	waitFor(t, "every session ended", func() (bool, string) {
 		checks++
 		if ok, why := ruleHolds(); !ok {
 			return false, why
@@ -139,7 +135,7 @@ func TestSoakAnonymousSessions(t *testing.T) {
 	if err := next.svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitForState(t, "only the kept workspace is left", func() (bool, string) {
+	waitFor(t, "only the kept workspace is left", func() (bool, string) {
 		vols := workspaceVolumes(t, f.e)
 		return slices.Equal(vols, []string{"switchboard-ws-" + kept.WorkspaceID}), fmt.Sprint(vols)
 	})
@@ -164,21 +160,4 @@ func workspaceVolumes(t *testing.T, e *engine.Engine) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// waitForState polls cond until it holds, failing t with cond's last
-// word after a deadline.
-func waitForState(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: %s", what, why)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
 }
