@@ -387,6 +387,9 @@ func (s *Service) copyVolume(ctx context.Context, src, dst, project string) erro
 			return engineError(ex.Err)
 		}
 		if ex.Code != 0 {
+			if s.opts.WorkspaceBytes > 0 {
+				return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (cp exited %d; a workspace larger than MCP_SERVER_SANDBOX_WORKSPACE_SIZE does not fit in the copy)", ex.Code)
+			}
 			return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (cp exited %d)", ex.Code)
 		}
 	case <-wctx.Done():
