@@ -109,6 +109,9 @@ func TestAttachWaitAndHardening(t *testing.T) {
 	if err := e.Remove(ctx, id); err != nil {
 		t.Fatalf("second remove: %v", err)
 	}
+	if _, err := e.Attach(ctx, id); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("attach to a removed container: %v, want ErrNotFound", err)
+	}
 }
 
 func TestExecAndVolumes(t *testing.T) {

@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/tail"
 )
 
@@ -34,6 +36,10 @@ type Stream struct {
 func (e *Engine) Attach(ctx context.Context, id string) (*Stream, error) {
 	res, err := e.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
+		// The client reports a missing container as a refused upgrade.
+		if strings.Contains(err.Error(), "received 404") {
+			return nil, switchboard.Errorf(switchboard.ErrNotFound, "attach container: no such container %s", shortID(id))
+		}
 		return nil, e.wrap(err, "attach container")
 	}
 	pr, pw := io.Pipe()
@@ -76,4 +82,12 @@ func (s *Stream) Close() error {
 		_ = s.stdout.Close()
 	})
 	return nil
+}
+
+// shortID is the 12-character form of a container id people know.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

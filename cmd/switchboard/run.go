@@ -458,7 +458,7 @@ Usage:
   switchboard -version     print the version
 
 Manage a running gateway over its admin API (flags go after the command):
-  switchboard projects ls | add ID [--description D] | rm ID
+  switchboard projects ls | add ID [--description D] | rm [--force] ID
   switchboard servers ls | add NAME (--command CMD [--arg A]... [--env K=V]... [--cwd DIR]
                                      | --url URL [--transport T] [--header K=V]... | --config JSON)
                        | rm NAME | enable NAME | disable NAME
@@ -466,7 +466,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard call TOOL [JSON-ARGS]   call a tool through the project's MCP endpoint
   switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
   switchboard tokens ls | create NAME | revoke ID
-  switchboard workspaces ls | attach ID --agent NAME | detach ID | snapshot ID | restore SNAPSHOT
+  switchboard workspaces ls | show ID | attach ID --agent NAME | detach ID | snapshot ID
+                       | restore SNAPSHOT | rm ID
   switchboard sandbox enable | disable   (the project's sandbox tools)
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does
