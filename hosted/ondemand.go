@@ -517,7 +517,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 func catalogErr(e *CatalogEntry, err error) error {
 	switch {
 	case errors.Is(err, switchboard.ErrUnavailable):
-		return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address", e.Name)
+		return switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address", e.Name)
 	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):
 		return switchboard.Errorf(switchboard.ErrCanceled, "catalog server %q: starting it was cancelled", e.Name)
 	}

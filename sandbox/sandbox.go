@@ -114,7 +114,6 @@ type Service struct {
 	rowMu    [32]sync.Mutex // a workspace row's read-modify-write, by a hash of its id
 	deleting map[string]int // projects being deleted (DeleteProject): no new session
 
-	info engine.Info // cached once known (NCPU > 0)
 
 	plainOnce sync.Once // the warning that workspaces have no size limit
 
@@ -278,22 +277,13 @@ func (s *Service) lookup(project, id string) (*session, error) {
 	return x, nil
 }
 
-// engineInfo asks the engine once what it offers (runtimes, CPUs, memory).
+// engineInfo is what the engine offers (runtimes, CPUs, memory); the
+// engine keeps its answer.
 func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
-	s.mu.Lock()
-	done := s.info.NCPU > 0
-	info := s.info
-	s.mu.Unlock()
-	if done {
-		return info, nil
-	}
 	info, err := s.opts.Engine.Info(ctx)
 	if err != nil {
 		return info, engineError(err)
 	}
-	s.mu.Lock()
-	s.info = info
-	s.mu.Unlock()
 	return info, nil
 }
 
@@ -551,7 +541,7 @@ func (s *Service) end(ctx context.Context, x *session, why string) error {
 func engineError(err error) error {
 	switch {
 	case errors.Is(err, switchboard.ErrUnavailable):
-		return switchboard.Errorf(switchboard.ErrConfig, "sandbox: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address")
+		return switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address")
 	case errors.Is(err, switchboard.ErrConfig):
 		return err
 	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):

@@ -135,13 +135,20 @@ func TestSoakAnonymousSessions(t *testing.T) {
 	if err := next.svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A deletion removes the volume, then the row: wait for both.
 	waitFor(t, "only the kept workspace is left", func() (bool, string) {
 		vols := workspaceVolumes(t, f.e)
-		return slices.Equal(vols, []string{"switchboard-ws-" + kept.WorkspaceID}), fmt.Sprint(vols)
+		rows, err := st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: "p"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		return slices.Equal(vols, []string{"switchboard-ws-" + kept.WorkspaceID}) && slices.Equal(ids, []string{kept.WorkspaceID}),
+			fmt.Sprintf("volumes %v, rows %v", vols, ids)
 	})
-	if rows, _ := st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: "p"}); len(rows) != 1 || rows[0].ID != kept.WorkspaceID {
-		t.Fatalf("rows left: %+v", rows)
-	}
 	if c, _ := f.e.List(ctx, nil); len(c) != 0 {
 		t.Fatalf("containers left: %d", len(c))
 	}
