@@ -260,7 +260,12 @@ func (e *Engine) attachDisk(ctx context.Context, name string) error {
 // deletes the image and its symlink; a volume without them is left as it
 // is.
 func (e *Engine) detachDisk(ctx context.Context, name string) error {
-	img, link := e.disk.image(name), e.disk.link(name)
+	return e.detachIn(ctx, e.disk, name)
+}
+
+// detachIn is detachDisk for the images in d's directory.
+func (e *Engine) detachIn(ctx context.Context, d *disks, name string) error {
+	img, link := d.image(name), d.link(name)
 	var errs []error
 	for _, dev := range loopDevices(img) {
 		if _, err := runTool(ctx, "losetup", "-d", dev); err != nil {
@@ -279,14 +284,30 @@ func (e *Engine) detachDisk(ctx context.Context, name string) error {
 }
 
 // removeDisk is RemoveVolume's part: once the volume is gone, so are its
-// loop device and image. It does nothing without a disk directory.
-func (e *Engine) removeDisk(ctx context.Context, name string) error {
-	if e.disk.dir == "" || !validVolumeName(name) {
+// loop device and image, in dir (the one the volume's device named, which
+// an engine without a disk directory, or with another, removes too). It
+// does nothing without a directory.
+func (e *Engine) removeDisk(ctx context.Context, dir, name string) error {
+	if dir == "" || !validVolumeName(name) {
 		return nil
+	}
+	d := e.disk
+	if dir != d.dir {
+		d = newDisks(dir)
 	}
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
-	return e.detachDisk(ctx, name)
+	return e.detachIn(ctx, d, name)
+}
+
+// diskDirOf is the directory of a sized volume's image, read from the
+// volume's device option; "" for any other volume.
+func diskDirOf(name string, opts map[string]string) string {
+	dev := opts["device"]
+	if opts["type"] != "ext4" || filepath.Base(dev) != name+".dev" || !filepath.IsAbs(dev) {
+		return ""
+	}
+	return filepath.Dir(dev)
 }
 
 // RestoreDisks re-attaches the image of every sized volume whose loop

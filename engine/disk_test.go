@@ -207,19 +207,40 @@ func TestRestoreDisksRemovesOrphans(t *testing.T) {
 	if err := e.CreateSizedVolume(ctx, vol, nil, engine.Disk{Bytes: 16 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	// An engine without the disk directory removes the volume only.
+	// Removed outside the gateway: the image and its loop device stay.
+	if out, err := exec.Command("docker", "volume", "rm", vol).CombinedOutput(); err != nil {
+		t.Skipf("docker volume rm: %v %s", err, out)
+	}
+	if devs := loopsUnder(dir); len(devs) != 1 {
+		t.Fatalf("loop devices before: %v, want one", devs)
+	}
+	if err := e.RestoreDisks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("disk directory: %v", left)
+	}
+	if devs := loopsUnder(dir); len(devs) != 0 {
+		t.Errorf("loop devices left: %v", devs)
+	}
+}
+
+// TestRemoveSizedVolumeWithoutDiskDir: an engine without the disk
+// directory (a command's, a test's cleanup) that removes a sized volume
+// removes its image and loop device too: the volume names them.
+func TestRemoveSizedVolumeWithoutDiskDir(t *testing.T) {
+	e, dir := diskEngine(t)
+	ctx := ctxT(t)
+	vol := e.Instance() + "-plainrm"
+	if err := e.CreateSizedVolume(ctx, vol, nil, engine.Disk{Bytes: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
 	plain, err := engine.New(engine.Options{Instance: e.Instance()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close()
 	if err := plain.RemoveVolume(ctx, vol); err != nil {
-		t.Fatal(err)
-	}
-	if devs := loopsUnder(dir); len(devs) != 1 {
-		t.Fatalf("loop devices before: %v, want one", devs)
-	}
-	if err := e.RestoreDisks(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {

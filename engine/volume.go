@@ -36,11 +36,17 @@ func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[strin
 // image; a missing one is not an error, one still in use by a container
 // is ErrConflict.
 func (e *Engine) RemoveVolume(ctx context.Context, name string) error {
+	dir := e.disk.dir
+	if res, err := e.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil {
+		if d := diskDirOf(name, res.Volume.Options); d != "" {
+			dir = d
+		}
+	}
 	_, err := e.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return e.wrap(err, "remove volume "+name)
 	}
-	return e.removeDisk(ctx, name)
+	return e.removeDisk(ctx, dir, name)
 }
 
 // InspectVolume returns one volume. Errors: ErrNotFound.
