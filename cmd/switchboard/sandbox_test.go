@@ -674,4 +674,9 @@ func TestSandboxNoEngine(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || !strings.Contains(st.Sandbox.Engine, "DOCKER_HOST") {
 		t.Errorf("status: %+v %v", st, err)
 	}
+	// Without an engine there is nothing of a project on it: deleting
+	// one works as it always did.
+	admin := newAPI(t, g.url, "")
+	admin.createProject("gone")
+	admin.must(http.StatusNoContent, "DELETE", "/api/v1/projects/gone", nil, nil)
 }
