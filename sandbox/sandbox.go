@@ -114,7 +114,6 @@ type Service struct {
 	rowMu    [32]sync.Mutex // a workspace row's read-modify-write, by a hash of its id
 	deleting map[string]int // projects being deleted (DeleteProject): no new session
 
-
 	plainOnce sync.Once // the warning that workspaces have no size limit
 
 	probe    Status    // the last engine probe for Status
