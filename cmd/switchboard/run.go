@@ -32,8 +32,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 // listeningKey carries a func(addr string) in run's ctx: end-to-end tests
 // use it to learn the address bound for port 0.
