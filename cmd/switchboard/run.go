@@ -32,7 +32,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
-
 // listeningKey carries a func(addr string) in run's ctx: end-to-end tests
 // use it to learn the address bound for port 0.
 type listeningKey struct{}
