@@ -22,7 +22,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
-	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/internal/httpbody"
 )
 
@@ -37,6 +36,11 @@ type Projects interface {
 	// FileServer reports whether the servers file configures this server
 	// name in the project (such a name is not free for stored servers).
 	FileServer(project, name string) bool
+	// ParseServer reads a server entry (one mcpServers member) as the
+	// gateway will run it, with getenv standing in for secrets and the
+	// environment. A nil spec means the entry says "disabled"; errors
+	// wrap ErrInvalid.
+	ParseServer(name string, entry json.RawMessage, getenv func(string) string) (*switchboard.ServerSpec, error)
 }
 
 // Access authenticates and authorizes requests.
@@ -115,7 +119,7 @@ var (
 	projectID  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	productID  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	// serverName is the servers file's rule (config.ParseServer applies it
+	// serverName is the servers file's rule (Projects.ParseServer applies it
 	// too); checked here first so a bad name is never echoed whole.
 	serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
@@ -388,7 +392,7 @@ var placeholders = []func(string) string{
 }
 
 // parseEntry checks a server entry as the gateway will read it.
-func parseEntry(name string, entry json.RawMessage) (switchboard.Transport, error) {
+func (a *API) parseEntry(name string, entry json.RawMessage) (switchboard.Transport, error) {
 	if !serverName.MatchString(name) {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, "server %q: name must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(name))
 	}
@@ -398,7 +402,7 @@ func parseEntry(name string, entry json.RawMessage) (switchboard.Transport, erro
 	var spec *switchboard.ServerSpec
 	var err error
 	for i, getenv := range placeholders {
-		s, e := config.ParseServer(name, entry, getenv)
+		s, e := a.opts.Projects.ParseServer(name, entry, getenv)
 		if i == 0 {
 			spec, err = s, e // report what the first attempt found
 		}

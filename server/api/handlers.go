@@ -502,7 +502,7 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 	recs := make([]switchboard.ServerRecord, 0, len(names))
 	for i, name := range names {
 		entry := entries[i]
-		tr, err := parseEntry(name, entry)
+		tr, err := a.parseEntry(name, entry)
 		if err != nil {
 			return err
 		}
@@ -913,7 +913,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 // write touches what runs (touchesCommand), and no servers-file server
 // already has its name.
 func (a *API) admit(r *http.Request, rec *switchboard.ServerRecord, touchesCommand bool) error {
-	tr, err := parseEntry(rec.Name, rec.Config)
+	tr, err := a.parseEntry(rec.Name, rec.Config)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
@@ -26,6 +27,11 @@ func (noProjects) Status(context.Context, string) ([]switchboard.ServerStatus, e
 }
 func (noProjects) Tools(context.Context, string) (*switchboard.Catalog, error) {
 	return switchboard.NewCatalog(0, nil), nil
+}
+
+// ParseServer is the gateway's rule, as projects.Hub applies it.
+func (noProjects) ParseServer(name string, entry json.RawMessage, getenv func(string) string) (*switchboard.ServerSpec, error) {
+	return config.ParseServer(name, entry, getenv)
 }
 
 // access lets every request reach every project; admin says whether it
