@@ -449,7 +449,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	run, err := s.opts.Engine.Launch(ctx, spec, nil)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrNotFound) {
-			return "", nil, switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q for template %s is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag", x.image, x.template, variable)
+			return "", nil, missingImage(x.image, "template "+x.template, variable)
 		}
 		if errors.Is(err, switchboard.ErrInvalid) && len(spec.Binds) > 0 {
 			// Most likely a configured host directory that does not
@@ -707,4 +707,15 @@ func (s *Service) forget(ctx context.Context, x *session) {
 		}
 	}
 	s.log.Warn("sandbox: the session's container and workspace volume were removed outside the gateway; session forgotten", "project", x.project, "sandbox_session", x.id, "workspace", x.workspaceID)
+}
+
+// missingImage says how to get image, which what (a template, a copy)
+// needs and variable names: `switchboard sandbox build-image` alone when
+// it is the default name (the build points it at the new image), the
+// build and then the variable for any other name.
+func missingImage(image, what, variable string) error {
+	if image == ImageRepository+":latest" {
+		return switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q (for %s) is not in the Docker engine: run `switchboard sandbox build-image`, which builds it under that name", image, what)
+	}
+	return switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q (for %s) is not in the Docker engine: run `switchboard sandbox build-image` (it prints the tag), then set %s to that tag, or unset it to use the default %s:latest", image, what, variable, ImageRepository)
 }

@@ -3,8 +3,11 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard"
 )
 
 // TestAttachHistoryBounded: the row keeps the last maxAttaches attaches,
@@ -26,5 +29,18 @@ func TestAttachHistoryBounded(t *testing.T) {
 	first, last := back.Attaches[0], back.Attaches[maxAttaches-1]
 	if first.Holder != "a5" || first.Previous != "a4" || last.Holder != fmt.Sprint("a", maxAttaches+4) || !last.At.Equal(t0.Add(time.Duration(maxAttaches+4)*time.Second)) {
 		t.Fatalf("history kept %+v ... %+v", first, last)
+	}
+}
+
+// TestMissingImage: with the default name, building the image is the
+// whole fix; with another, the variable must then name the build's tag.
+func TestMissingImage(t *testing.T) {
+	def := switchboard.Message(missingImage(ImageRepository+":latest", "template python", "MCP_SERVER_SANDBOX_IMAGE_PYTHON"))
+	if !strings.Contains(def, "sandbox build-image") || strings.Contains(def, "MCP_SERVER_SANDBOX_IMAGE_PYTHON") {
+		t.Errorf("default image: %q; want build-image alone", def)
+	}
+	other := switchboard.Message(missingImage("mine:1", "template node", "MCP_SERVER_SANDBOX_IMAGE_NODE"))
+	if !strings.Contains(other, "sandbox build-image") || !strings.Contains(other, "MCP_SERVER_SANDBOX_IMAGE_NODE") {
+		t.Errorf("another image: %q; want the build and the variable", other)
 	}
 }

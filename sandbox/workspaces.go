@@ -366,7 +366,7 @@ func (s *Service) copyVolume(ctx context.Context, src, dst, project string) erro
 	})
 	if err != nil {
 		if errors.Is(err, switchboard.ErrNotFound) {
-			return switchboard.Errorf(switchboard.ErrConfig, "sandbox image %q is not in the Docker engine: run `switchboard sandbox build-image`, then set MCP_SERVER_SANDBOX_IMAGE_PYTHON", s.opts.ImagePython)
+			return missingImage(s.opts.ImagePython, "copying a workspace", "MCP_SERVER_SANDBOX_IMAGE_PYTHON")
 		}
 		return engineError(err)
 	}
