@@ -278,11 +278,13 @@ func TestRestartPolicyNever(t *testing.T) {
 	}
 }
 
-// TestAdoptionAfterKill: a gateway killed with -9 leaves its row and its
+// TestReplaceAfterKill: a gateway killed with -9 leaves its row and its
 // containers running. The next gateway on the same instance removes them
-// and starts exactly one container per server, reusing its volume; another
-// instance's containers are never touched.
-func TestAdoptionAfterKill(t *testing.T) {
+// (the engine's sweep: their owner is dead) and starts exactly one
+// container per server, reusing its volume: replaced, not adopted. A live
+// gateway's containers on the same instance and another instance's are
+// never touched.
+func TestReplaceAfterKill(t *testing.T) {
 	e := newEnv(t, nil, nil, fastTiming())
 	ctx := context.Background()
 	cfg := `{"name":"keeper","image":"` + e.image + `","volumes":["/data"]}`
