@@ -372,7 +372,7 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 
 	image, _ := s.imageFor(template)
 	now := time.Now()
-	x := &session{id: newID("sb-"), project: project, template: template, flavor: flavor, image: image,
+	x := &session{id: newID("sbx-"), project: project, template: template, flavor: flavor, image: image,
 		createdAt: now, lastUsed: now, agentSession: agent}
 	if wsID != "" {
 		x.workspaceID, x.volume = wsID, volumeFor(wsID)

@@ -41,7 +41,7 @@ func newSessions(idleTTL time.Duration, onEnd func(string)) *sessions {
 func (s *sessions) Generate() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	id := "sb-" + hex.EncodeToString(b[:])
+	id := "mcp-" + hex.EncodeToString(b[:])
 	s.mu.Lock()
 	s.live[id] = &sessionInfo{lastSeen: s.now()}
 	s.mu.Unlock()
