@@ -78,7 +78,10 @@ func (e *apiError) Error() string {
 	switch {
 	case e.Status == http.StatusUnauthorized:
 		b.WriteString(" (pass a valid token with --token or SWITCHBOARD_TOKEN)")
-	case e.Status == http.StatusForbidden:
+	case e.Status == http.StatusForbidden && e.Message == "":
+		// The gateway's own 403s say why (another project's token, or
+		// what needs the admin token); a hint after them would contradict
+		// the reason. Only an answer without one gets the general rule.
 		b.WriteString(" (this token may not do that: project tokens reach only their own project; the rest needs the admin token)")
 	case e.Status == http.StatusNotFound && e.Code == "" && strings.HasPrefix(e.Path, "/api/"):
 		b.WriteString(" (is this a Switchboard gateway with the admin API? check --url)")

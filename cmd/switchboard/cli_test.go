@@ -507,6 +507,14 @@ func TestCLIEndToEnd(t *testing.T) {
 				t.Errorf("%v: got %v, want 403", args, err)
 			}
 		}
+		// A stdio server in its own project: the gateway's reason, and
+		// nothing after it that says the token reached the wrong project.
+		err = r.fails("servers", "add", "sh", "--command", "sh", "-p", "p1", "--token", token)
+		if !errors.As(err, &ae) || ae.Status != 403 || !strings.Contains(ae.Message, "admin token") {
+			t.Errorf("stdio server with the project token: got %v, want 403 naming the admin token", err)
+		} else if strings.Contains(err.Error(), "own project") {
+			t.Errorf("stdio server with the project token: the reason is contradicted: %v", err)
+		}
 		bad := "sbt_" + strings.Repeat("A", 43)
 		err = r.fails("servers", "ls", "-p", "p1", "--token", bad)
 		if !errors.As(err, &ae) || ae.Status != 401 || ae.Message == "" {
