@@ -422,6 +422,13 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The stored kind decides, as for DELETE: any change to a stdio
+	// server is an admin action, whatever the new entry says. Turning it
+	// into a remote server would otherwise let a project token stop the
+	// admin's command and then delete what is left.
+	if err := a.stdioAllowed(r, rec.Transport); err != nil {
+		return err
+	}
 	if in.Name != nil {
 		rec.Name = *in.Name
 	}
