@@ -46,8 +46,10 @@ func (k Key) String() string { return "secret key from " + k.Source }
 // KeySize bytes; surrounding space is ignored. When value is empty the key
 // comes from KeyFile in dataDir, which is created (directory 0700, file
 // 0600) with a random key if absent; two processes starting at once end up
-// with the same key. Errors: ErrConfig, naming what is wrong and what is
-// expected, but never quoting the key.
+// with the same key. An existing key file that group or others can access
+// is restricted to its owner (a warning says so). Errors: ErrConfig,
+// naming what is wrong and what is expected, but never quoting the key;
+// also when a loose key file cannot be restricted.
 func LoadKey(value, dataDir string) (Key, error) {
 	if value = strings.TrimSpace(value); value != "" {
 		b, err := decodeKey(value)
@@ -100,9 +102,14 @@ func readKeyFile(path string) (Key, error) {
 		return Key{}, switchboard.Errorf(switchboard.ErrConfig, "secret key file %s is not a valid key: %v; restore it from a backup (a new key cannot decrypt the secrets already stored)", path, err)
 	}
 	k := Key{Bytes: b, Source: path}
-	// Windows reports a synthetic mode that would always warn.
+	// As the database files: a key others can read is made owner-only,
+	// and a key that cannot be is refused rather than used. Windows
+	// reports a synthetic mode that Chmod cannot change.
 	if mode := fi.Mode().Perm(); mode&0o077 != 0 && runtime.GOOS != "windows" {
-		k.Warnings = append(k.Warnings, fmt.Sprintf("secret key file %s is accessible to group or others (mode %04o); run chmod 600 on it", path, mode))
+		if err := f.Chmod(mode &^ 0o077); err != nil {
+			return Key{}, switchboard.Errorf(switchboard.ErrConfig, "secret key file %s is accessible to group or others (mode %04o) and cannot be restricted: %v; run chmod 600 on it as its owner", path, mode, errors.Unwrap(err))
+		}
+		k.Warnings = append(k.Warnings, fmt.Sprintf("secret key file %s was accessible to group or others (mode %04o); restricted it to %04o", path, mode, mode&^0o077))
 	}
 	return k, nil
 }

@@ -176,9 +176,10 @@ func TestLoadKeyFile(t *testing.T) {
 	}{
 		{"base64 and newline", b64 + "\n", 0o600, nil, ""},
 		{"base64 without newline", b64, 0o400, nil, ""},
-		{"group readable", b64 + "\n", 0o640, nil, "chmod 600"},
-		{"world readable", b64 + "\n", 0o644, nil, "chmod 600"},
-		{"world writable", b64 + "\n", 0o602, nil, "chmod 600"},
+		{"group readable", b64 + "\n", 0o640, nil, "(mode 0640); restricted it to 0600"},
+		{"world readable", b64 + "\n", 0o644, nil, "(mode 0644); restricted it to 0600"},
+		{"world writable", b64 + "\n", 0o602, nil, "(mode 0602); restricted it to 0600"},
+		{"read-only and group readable", b64 + "\n", 0o440, nil, "(mode 0440); restricted it to 0400"},
 		{"empty", "", 0o600, switchboard.ErrConfig, ""},
 		{"garbage", "zzzz-not-a-key-zzzz\n", 0o600, switchboard.ErrConfig, ""},
 		{"short", base64.StdEncoding.EncodeToString(key[:16]), 0o600, switchboard.ErrConfig, ""},
@@ -221,6 +222,15 @@ func TestLoadKeyFile(t *testing.T) {
 				t.Errorf("unexpected warnings %q", k.Warnings)
 			case tt.warning != "" && (len(k.Warnings) != 1 || !strings.Contains(k.Warnings[0], tt.warning)):
 				t.Errorf("warnings = %q, want one saying %q", k.Warnings, tt.warning)
+			}
+			// A key file others can access is made owner-only, keeping
+			// the owner's own bits.
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fi.Mode().Perm(), tt.mode&^0o077; got != want {
+				t.Errorf("key file mode %04o after LoadKey, want %04o", got, want)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -114,6 +115,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
+	if err := restrictDataDir(cfg.DataDir, log); err != nil {
+		return err
+	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -349,6 +353,34 @@ func recoverSpool(ctx context.Context, log *slog.Logger, st switchboard.Store, d
 	if err != nil {
 		log.Warn("tool-call spool not fully replayed; the rest is kept for the next start", "dir", dir, "err", err)
 	}
+}
+
+// restrictDataDir creates the data directory owner-only, or makes an
+// existing one so, as the database files and the key file are: it holds
+// the key, the database and the call log's spool, and a directory others
+// can list or enter shows them what is there and when it changes. Errors:
+// ErrConfig when it cannot be created or restricted.
+func restrictDataDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return switchboard.Errorf(switchboard.ErrConfig, "data directory: %v", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return switchboard.Errorf(switchboard.ErrConfig, "data directory: %v", err)
+	}
+	// A sticky directory (/tmp) is shared by design: taking it over
+	// would break everyone else's use of it.
+	if fi.Mode()&os.ModeSticky != 0 {
+		return switchboard.Errorf(switchboard.ErrConfig, "data directory %s is a shared directory (sticky bit set); set MCP_SERVER_DATA_DIR to a directory of the gateway's own", dir)
+	}
+	// Windows reports a synthetic mode that Chmod cannot change.
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 && runtime.GOOS != "windows" {
+		if err := os.Chmod(dir, mode&^0o077); err != nil {
+			return switchboard.Errorf(switchboard.ErrConfig, "data directory %s is accessible to group or others (mode %04o) and cannot be restricted: %v; run chmod 700 on it as its owner", dir, mode, errors.Unwrap(err))
+		}
+		log.Warn("data directory was accessible to group or others; restricted it to its owner", "dir", dir, "was", fmt.Sprintf("%04o", mode), "now", fmt.Sprintf("%04o", mode&^0o077))
+	}
+	return nil
 }
 
 // openStore opens PostgreSQL when MCP_SERVER_DATABASE_URL is set, else the

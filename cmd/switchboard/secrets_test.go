@@ -296,3 +296,61 @@ func TestStartRefusesAnotherSecretKey(t *testing.T) {
 		t.Fatalf("the refusal quotes a key: %v", err)
 	}
 }
+
+// A gateway started on a data directory and key file that group and
+// others can read (an older version's, a restored backup, a hand-made
+// directory) makes both owner-only and says so, as it does for the
+// database files; a shared sticky directory (/tmp) is refused, not taken.
+func TestStartRestrictsDataDirAndKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "secret.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("3", 64)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Chmod, not the create modes: the umask would narrow those.
+	for p, mode := range map[string]os.FileMode{dir: 0o755, key: 0o644} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_DATA_DIR": dir})
+	g.stop(t)
+	for p, want := range map[string]os.FileMode{dir: 0o700, key: 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %04o after start, want %04o", filepath.Base(p), got, want)
+		}
+	}
+	logs := g.logs.String()
+	for _, want := range []string{"data directory was accessible to group or others", "(mode 0644); restricted it to 0600"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs)
+		}
+	}
+
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"MCP_SERVER_SANDBOX": "false", "MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": shared}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+	if !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "sticky") {
+		t.Errorf("start on a sticky directory: %v, want ErrConfig naming the sticky bit", err)
+	}
+	if fi, err := os.Stat(shared); err != nil {
+		t.Error(err)
+	} else if fi.Mode() != os.ModeDir|os.ModeSticky|0o777 {
+		t.Errorf("the shared directory's mode is %v after the refusal, want it unchanged", fi.Mode())
+	}
+}
