@@ -119,3 +119,36 @@ func TestDockerContextHasEverySource(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfilesAlike: Dockerfile (from source) and Dockerfile.prebuilt
+// (a binary built outside) make the same image: the same runtime lines
+// (ENV through ENTRYPOINT), and neither holds a stage the other's build
+// path cannot build (the classic builder builds every stage of a file up
+// to the target: the from-source file has no stage that copies dist/, the
+// prebuilt one none that needs the golang image).
+func TestDockerfilesAlike(t *testing.T) {
+	runtime := func(name string) (string, string) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i, j := strings.Index(s, "\nENV "), strings.Index(s, "\nENTRYPOINT ")
+		if i < 0 || j < i {
+			t.Fatalf("%s: no ENV ... ENTRYPOINT block", name)
+		}
+		end := j + 1 + strings.IndexByte(s[j+1:], '\n')
+		return s[i:end], s
+	}
+	src, srcAll := runtime("Dockerfile")
+	pre, preAll := runtime("Dockerfile.prebuilt")
+	if src != pre {
+		t.Errorf("the runtime parts differ:\nDockerfile:%s\nDockerfile.prebuilt:%s", src, pre)
+	}
+	if strings.Contains(srcAll, "COPY dist") || strings.Contains(srcAll, "--chown=65532:65532 dist") {
+		t.Error("Dockerfile copies dist/: `docker build .` with the classic builder fails where dist/ does not exist")
+	}
+	if strings.Contains(preAll, "FROM ${GO_IMAGE}") || strings.Contains(preAll, "FROM golang") {
+		t.Error("Dockerfile.prebuilt needs the golang image")
+	}
+}
