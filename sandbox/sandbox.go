@@ -401,6 +401,10 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		drop()
 		return nil, err
 	}
+	// Idle from now, not from before the container started (which can
+	// take longer than a short idle timeout on a loaded machine: the
+	// sweeper stopped sessions before their first call ran).
+	x.lastUsed = time.Now()
 	s.sessions[x.id] = x
 	s.mu.Unlock()
 	s.touchWorkspace(x, "running", nil)
