@@ -27,15 +27,22 @@ func (s *Service) Tools(project string) *ProjectTools {
 func (p *ProjectTools) Tools() []json.RawMessage { return p.s.toolDefs() }
 
 // CallTool runs one sandbox tool. Failures to run the request are
-// *switchboard.RPCError with the codes of the error table (RPCCode);
-// a program's non-zero exit is a normal result.
+// *switchboard.RPCError with the codes of the one error table
+// (switchboard.RPCCode): what a call's arguments name and is not found
+// (a session or workspace id) is ErrArgNotFound, -32602; a program's
+// non-zero exit is a normal result.
 func (p *ProjectTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	res, err := p.call(ctx, req)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrCanceled) && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &switchboard.RPCError{Code: RPCCode(err), Message: switchboard.Message(err)}
+		if errors.Is(err, switchboard.ErrNotFound) {
+			// The catalog routes only the sandbox's own tools here, so
+			// whatever is not found was named by an argument.
+			err = &switchboard.Error{Kind: switchboard.ErrArgNotFound, Msg: switchboard.Message(err)}
+		}
+		return nil, switchboard.ToRPCError(err)
 	}
 	return res, nil
 }
@@ -156,19 +163,6 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q", req.Tool)
 }
 
-// RPCCode is the sandbox's error table: the JSON-RPC code a client gets
-// for each domain error. Configuration problems (no engine, missing
-// image) are internal errors whose message names the variable to set.
-func RPCCode(err error) int {
-	switch {
-	case errors.Is(err, switchboard.ErrInvalid), errors.Is(err, switchboard.ErrNotFound):
-		return switchboard.CodeInvalidParams
-	case errors.Is(err, switchboard.ErrResourceLimit), errors.Is(err, switchboard.ErrConflict):
-		return switchboard.CodeInvalidRequest
-	}
-	return switchboard.CodeInternalError
-}
-
 // progressSender returns what streams an execution's output as progress
 // notifications, or nil when the client sent no progress token.
 func progressSender(req switchboard.CallRequest) func(stream, chunk string) {
@@ -223,6 +217,29 @@ func (s *Service) Status(ctx context.Context) Status {
 }
 
 const statusTTL = 10 * time.Second
+
+// Refresh probes the engine now, as Status does, and reports whether its
+// reachability changed since the last probe: the tools' descriptions say
+// when it is unreachable, so their server should be listed again.
+func (s *Service) Refresh(ctx context.Context) bool {
+	st := s.probeEngine(ctx)
+	s.mu.Lock()
+	before := s.probe.Engine
+	s.probe, s.probedAt = st, time.Now()
+	s.mu.Unlock()
+	return (before == "reachable") != (st.Engine == "reachable")
+}
+
+// engineDown is why the engine was unreachable at the last probe; "" when
+// it was reachable or has not been probed.
+func (s *Service) engineDown() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.probe.Engine; e != "reachable" {
+		return e
+	}
+	return ""
+}
 
 func (s *Service) probeEngine(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -207,8 +207,16 @@ func (s *Service) toolDefs() []json.RawMessage {
 				}}},
 		)
 	}
+	// Not advertised as ready when it cannot work: with the engine
+	// unreachable at the last probe, every description begins saying so.
+	down := s.engineDown()
 	out := make([]json.RawMessage, len(tools))
 	for i, t := range tools {
+		if down != "" {
+			if d, ok := t["description"].(string); ok {
+				t["description"] = "UNAVAILABLE now: " + down + ". " + d
+			}
+		}
 		out[i], _ = json.Marshal(t)
 	}
 	return out

@@ -153,6 +153,9 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	if err := svc.Start(lctx); err != nil {
 		log.Warn("sandbox: could not check the workspaces against the engine; retrying every sweep", "err", switchboard.Message(err))
 	}
+	// Whether the engine answers, before the projects list the tools
+	// (their descriptions say when it does not).
+	svc.Refresh(lctx)
 	if err := r.sync(lctx); err != nil {
 		log.Warn("sandbox: could not read the projects' sandbox switches; retrying every sync interval", "err", switchboard.Message(err))
 	}
@@ -178,6 +181,9 @@ func (r *sandboxRuntime) syncLoop(ctx context.Context, interval time.Duration) {
 		sctx, cancel := context.WithTimeout(ctx, max(4*interval, 30*time.Second))
 		if err := r.sync(sctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("sandbox: re-reading the projects' sandbox switches failed; keeping the last known", "err", switchboard.Message(err))
+		}
+		if r.svc.Refresh(sctx) {
+			r.relist(sctx)
 		}
 		cancel()
 	}
@@ -213,6 +219,23 @@ func (r *sandboxRuntime) sync(ctx context.Context) error {
 		r.apply(id, on)
 	}
 	return nil
+}
+
+// relist sets the sandbox tools of every project serving them again, so
+// clients see the descriptions that say whether the engine answers.
+func (r *sandboxRuntime) relist(ctx context.Context) {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	list, err := r.st.ListProjects(ctx)
+	if err != nil {
+		return // the next sync interval tries again
+	}
+	r.log.Info("sandbox: the Docker engine's reachability changed; tools listed again", "engine", r.svc.Status(ctx).Engine)
+	for _, p := range list {
+		if r.enabled(p.ID) {
+			r.apply(p.ID, true)
+		}
+	}
 }
 
 // enabled reports whether project serves the sandbox tools.

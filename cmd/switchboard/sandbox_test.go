@@ -637,7 +637,17 @@ func TestSandboxNoEngine(t *testing.T) {
 	defer cancel()
 	args := map[string]any{"code": "print(1)"}
 	cs := sdkConnect(t, g.url+"/mcp", nil)
-	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args})
+	// Listed, but not as ready: each description begins saying why not.
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range lt.Tools {
+		if slices.Contains(sandboxTools, tool.Name) && (!strings.HasPrefix(tool.Description, "UNAVAILABLE now") || !strings.Contains(tool.Description, "DOCKER_HOST")) {
+			t.Errorf("%s is advertised without saying the engine is missing: %q", tool.Name, tool.Description)
+		}
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args})
 	if code := sdkCode(t, err); code != -32603 || !strings.Contains(err.Error(), "DOCKER_HOST") || strings.Contains(err.Error(), "/nonexistent") {
 		t.Errorf("streamable, go-sdk: %d %v", code, err)
 	}
