@@ -636,3 +636,35 @@ func TestWorkspaceSize(t *testing.T) {
 		t.Fatalf("writing past the size of a restored workspace: %+v", r)
 	}
 }
+
+// TestSnapshotNamesUnreadableFile: a snapshot of a workspace holding a
+// file its user cannot read fails naming that file, as the workspace
+// names it, and leaves no copy behind.
+func TestSnapshotNamesUnreadableFile(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo s > secret.txt && chmod 000 secret.txt"})
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %+v", r)
+	}
+	_, rerr := f.ws("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+	if rerr == nil || rerr.Code != -32603 || !strings.Contains(rerr.Message, "'secret.txt'") || strings.Contains(rerr.Message, "/src/") {
+		t.Fatalf("snapshot of an unreadable file: %+v; want -32603 naming 'secret.txt'", rerr)
+	}
+	rows, err := st.ListWorkspaces(context.Background(), switchboard.WorkspaceFilter{ProjectID: "p"})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows after the failed snapshot: %d %v; want the workspace alone", len(rows), err)
+	}
+}
+
+// TestSnapshotNodeWithoutPythonImage: a node workspace is copied with
+// the node image, so it snapshots with the python image missing.
+func TestSnapshotNodeWithoutPythonImage(t *testing.T) {
+	mod, _ := withStore(t)
+	f := newFixture(t, func(o *sandbox.Options) { mod(o); o.ImagePython = "switchboard-sandbox:absent-python" })
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo n > n.txt", "template": "node"})
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %+v", r)
+	}
+	f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
+}

@@ -32,6 +32,7 @@ type Engine interface {
 	Launch(ctx context.Context, s engine.Spec, watch context.Context) (engine.Running, error)
 	StartAttached(ctx context.Context, id string, watch context.Context) (engine.Running, error)
 	Inspect(ctx context.Context, id string) (engine.State, error)
+	Logs(ctx context.Context, id string, tail int) (string, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	CreateSizedVolume(ctx context.Context, name string, labels map[string]string, d engine.Disk) error
 	DiskLimits() error

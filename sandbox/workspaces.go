@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -337,7 +338,7 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 	if err := s.createVolume(ctx, cfg.Volume, w.ID, w.ProjectID); err != nil {
 		return fail(engineError(err))
 	}
-	if err := s.copyVolume(ctx, fromCfg.Volume, cfg.Volume, from.ProjectID); err != nil {
+	if err := s.copyVolume(ctx, fromCfg.Volume, cfg.Volume, from.ProjectID, fromCfg.Template); err != nil {
 		return fail(err)
 	}
 	raw, _ = json.Marshal(cfg)
@@ -352,9 +353,12 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 // copyVolume copies volume src into the empty volume dst with a helper
 // container of the sandbox image, as the sandbox user (every file in a
 // workspace is that user's), with no network and no capabilities.
-func (s *Service) copyVolume(ctx context.Context, src, dst, project string) error {
+func (s *Service) copyVolume(ctx context.Context, src, dst, project, template string) error {
+	// The workspace's own image: a node workspace copies without the
+	// python image.
+	image, variable := s.imageFor(template)
 	id, err := s.opts.Engine.Create(ctx, engine.Spec{
-		Image:        s.opts.ImagePython,
+		Image:        image,
 		Cmd:          []string{"cp", "-a", "/src/.", "/workspace/"},
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		Labels:       map[string]string{engine.LabelKind: KindHelper, engine.LabelRef: dst, engine.LabelProject: project},
@@ -366,7 +370,7 @@ func (s *Service) copyVolume(ctx context.Context, src, dst, project string) erro
 	})
 	if err != nil {
 		if errors.Is(err, switchboard.ErrNotFound) {
-			return missingImage(s.opts.ImagePython, "copying a workspace", "MCP_SERVER_SANDBOX_IMAGE_PYTHON")
+			return missingImage(image, "copying a workspace", variable)
 		}
 		return engineError(err)
 	}
@@ -387,13 +391,33 @@ func (s *Service) copyVolume(ctx context.Context, src, dst, project string) erro
 			return engineError(ex.Err)
 		}
 		if ex.Code != 0 {
-			if s.opts.WorkspaceBytes > 0 {
-				return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (cp exited %d; a workspace larger than MCP_SERVER_SANDBOX_WORKSPACE_SIZE does not fit in the copy)", ex.Code)
+			why := fmt.Sprintf("cp exited %d", ex.Code)
+			if line := s.copyError(ctx, id); line != "" {
+				why = line
 			}
-			return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (cp exited %d)", ex.Code)
+			if s.opts.WorkspaceBytes > 0 {
+				return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (%s; a workspace larger than MCP_SERVER_SANDBOX_WORKSPACE_SIZE does not fit in the copy)", why)
+			}
+			return switchboard.Errorf(switchboard.ErrInternal, "sandbox: copying the workspace failed (%s)", why)
 		}
 	case <-wctx.Done():
 		return engineError(wctx.Err())
 	}
 	return nil
+}
+
+// copyError is the last thing the copy's cp said, with its paths as the
+// workspace names them ("cp: cannot open 'secret.txt' for reading:
+// Permission denied"); "" when there is none.
+func (s *Service) copyError(ctx context.Context, id string) string {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	out, err := s.opts.Engine.Logs(lctx, id, 20)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	last = strings.NewReplacer("'/src/./", "'", "'/src/", "'", "'/workspace/./", "'", "'/workspace/", "'").Replace(last)
+	return switchboard.Clip(last)
 }
