@@ -36,8 +36,8 @@ type FoundServer struct {
 }
 
 // CallTool runs one catalog tool. Errors are domain errors, mapped by the
-// edge's table (ErrInvalid is -32602, ErrResourceLimit -32600, the rest
-// -32603).
+// one table (switchboard.RPCCode: ErrInvalid is -32602, ErrResourceLimit
+// and ErrConflict -32600, the rest -32603).
 func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	switch req.Tool {
 	case ToolFind:

@@ -240,7 +240,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			res, err = s.gw.Call(ctx, req)
 		}
 		if err != nil {
-			rpc := toRPCError(err)
+			rpc := switchboard.ToRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
 			s.observe(ctx, session, *p.Name, args, switchboard.OutcomeError, rpc.Code, start)
 			return fail(rpc)

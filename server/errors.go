@@ -2,43 +2,10 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/switchboard-mcp/switchboard"
 )
-
-// rpcCodes maps domain errors to JSON-RPC codes: the one table the MCP
-// edge uses. An upstream's own *switchboard.RPCError bypasses it and
-// travels unchanged; anything not listed is an internal error.
-var rpcCodes = []struct {
-	kind error
-	code int
-}{
-	{switchboard.ErrNotFound, switchboard.CodeMethodNotFound},
-	{switchboard.ErrInvalid, switchboard.CodeInvalidParams},
-	{switchboard.ErrResourceLimit, switchboard.CodeInvalidRequest},
-	{switchboard.ErrUnavailable, switchboard.CodeInternalError},
-	{switchboard.ErrTimeout, switchboard.CodeInternalError},
-	{switchboard.ErrCanceled, switchboard.CodeInternalError},
-	{switchboard.ErrConfig, switchboard.CodeInternalError},
-}
-
-// toRPCError turns any error into the JSON-RPC error a client sees. The
-// message is client-safe (switchboard.Message); internal causes stay in
-// the logs.
-func toRPCError(err error) *switchboard.RPCError {
-	var rpc *switchboard.RPCError
-	if errors.As(err, &rpc) {
-		return rpc
-	}
-	for _, c := range rpcCodes {
-		if errors.Is(err, c.kind) {
-			return &switchboard.RPCError{Code: c.code, Message: switchboard.Message(err)}
-		}
-	}
-	return &switchboard.RPCError{Code: switchboard.CodeInternalError, Message: "internal error"}
-}
 
 // response renders a complete JSON-RPC response. id is the request's id
 // exactly as the client sent it.

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,38 +12,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 )
-
-func TestToRPCError(t *testing.T) {
-	upstream := &switchboard.RPCError{Code: -32042, Message: "from upstream", Data: json.RawMessage(`{"a":1}`)}
-	tests := []struct {
-		name string
-		err  error
-		code int
-	}{
-		{"not found", switchboard.Errorf(switchboard.ErrNotFound, "x"), -32601},
-		{"invalid", switchboard.Errorf(switchboard.ErrInvalid, "x"), -32602},
-		{"resource limit", switchboard.Errorf(switchboard.ErrResourceLimit, "x"), -32600},
-		{"unavailable", switchboard.Errorf(switchboard.ErrUnavailable, "x"), -32603},
-		{"timeout", switchboard.Errorf(switchboard.ErrTimeout, "x"), -32603},
-		{"config", switchboard.Errorf(switchboard.ErrConfig, "x"), -32603},
-		{"upstream error unchanged", fmt.Errorf("wrapped: %w", upstream), -32042},
-		{"unknown", errors.New("secret path /etc/x"), -32603},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := toRPCError(tt.err)
-			if got.Code != tt.code {
-				t.Errorf("code %d, want %d", got.Code, tt.code)
-			}
-			if strings.Contains(got.Message, "/etc/x") {
-				t.Errorf("internal detail leaked: %q", got.Message)
-			}
-		})
-	}
-	if got := toRPCError(upstream); string(got.Data) != `{"a":1}` || got.Message != "from upstream" {
-		t.Errorf("upstream error altered: %+v", got)
-	}
-}
 
 func TestParseMessage(t *testing.T) {
 	tests := []struct {

@@ -266,7 +266,11 @@ var errorCodes = []struct {
 	{switchboard.ErrForbidden, http.StatusForbidden, "forbidden"},
 	{switchboard.ErrNotFound, http.StatusNotFound, "not_found"},
 	{switchboard.ErrConflict, http.StatusConflict, "conflict"},
-	{switchboard.ErrResourceLimit, http.StatusRequestEntityTooLarge, "too_large"},
+	// A cap on what a project runs (sandbox sessions, catalog
+	// containers): the request is fine, the project's state refuses it
+	// until something is stopped. 409, not 429: retrying later does not
+	// help by itself. A body over the limit is 413 too_large (tooLarge).
+	{switchboard.ErrResourceLimit, http.StatusConflict, "limit_reached"},
 	{switchboard.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{switchboard.ErrTimeout, http.StatusGatewayTimeout, "timeout"},
 	{switchboard.ErrCanceled, http.StatusServiceUnavailable, "unavailable"},

@@ -417,7 +417,7 @@ func TestOpenAPIErrorResponses(t *testing.T) {
 	}
 	enum, _ := resolve(doc, "#/components/schemas/Error/properties/error/properties/code/enum")
 	got, _ := json.Marshal(enum)
-	want := `["invalid","unauthorized","forbidden","not_found","method_not_allowed","conflict","too_large","unsupported_media_type","internal","upstream_error","unavailable","timeout"]`
+	want := `["invalid","unauthorized","forbidden","not_found","method_not_allowed","conflict","limit_reached","too_large","unsupported_media_type","internal","upstream_error","unavailable","timeout"]`
 	if string(got) != want {
 		t.Errorf("Error code enum = %s, want %s", got, want)
 	}

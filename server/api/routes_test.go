@@ -132,5 +132,5 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 // statusOfCode is the design's one status per error code.
 var statusOfCode = map[string]int{
 	"invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "method_not_allowed": 405,
-	"conflict": 409, "too_large": 413, "unsupported_media_type": 415, "internal": 500, "unavailable": 503, "timeout": 504,
+	"conflict": 409, "limit_reached": 409, "too_large": 413, "unsupported_media_type": 415, "internal": 500, "unavailable": 503, "timeout": 504,
 }

@@ -1,0 +1,57 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// fullSandbox refuses every workspace operation with err.
+type fullSandbox struct{ err error }
+
+func (s fullSandbox) Workspace(context.Context, string, string, string, string) (any, error) {
+	return nil, s.err
+}
+func (fullSandbox) SandboxEnabled(string) bool                            { return true }
+func (fullSandbox) SetSandboxEnabled(context.Context, string, bool) error { return nil }
+
+// TestStatusSaysWhatHappened: a cap on what a project runs is 409
+// limit_reached, not 413 Request Entity Too Large, which a body over the
+// limit alone gets; each domain error has its status and code.
+func TestStatusSaysWhatHappened(t *testing.T) {
+	st, _, _ := adminAndTenant(t)
+	limit := switchboard.Errorf(switchboard.ErrResourceLimit, "this project has 4 sandbox sessions open, the limit (MCP_SERVER_SANDBOX_MAX_SESSIONS)")
+	a := New(Options{Store: st, Projects: noProjects{}, Access: access{admin: true}, Secrets: plainSealer{},
+		Sandbox: fullSandbox{limit}, MaxBodyBytes: 64})
+
+	w := send(a, "POST", "/api/v1/projects/default/workspaces/ws-1/attach", `{"agent_session_id":"agent-A"}`)
+	if w.Code != http.StatusConflict || errorCode(t, w) != "limit_reached" || !strings.Contains(w.Body.String(), "MCP_SERVER_SANDBOX_MAX_SESSIONS") {
+		t.Errorf("attach on a full project: HTTP %d %s, want 409 limit_reached naming the limit", w.Code, w.Body)
+	}
+	w = send(a, "POST", "/api/v1/projects/default/workspaces/ws-1/attach", `{"agent_session_id":"`+strings.Repeat("a", 100)+`"}`)
+	if w.Code != http.StatusRequestEntityTooLarge || errorCode(t, w) != "too_large" {
+		t.Errorf("body over MaxBodyBytes: HTTP %d %s, want 413 too_large", w.Code, w.Body)
+	}
+
+	for _, tt := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{switchboard.ErrInvalid, 400, "invalid"},
+		{switchboard.ErrNotFound, 404, "not_found"},
+		{switchboard.ErrArgNotFound, 404, "not_found"},
+		{switchboard.ErrConflict, 409, "conflict"},
+		{switchboard.ErrResourceLimit, 409, "limit_reached"},
+		{switchboard.ErrUnavailable, 503, "unavailable"},
+		{switchboard.ErrTimeout, 504, "timeout"},
+		{context.Canceled, 500, "internal"},
+	} {
+		if status, code, _ := toStatus(switchboard.Errorf(tt.err, "x")); status != tt.status || code != tt.code {
+			t.Errorf("%v: HTTP %d %s, want %d %s", tt.err, status, code, tt.status, tt.code)
+		}
+	}
+}
