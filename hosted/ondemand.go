@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/secrets"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
@@ -1000,13 +1001,16 @@ func toolNames(tools []switchboard.Tool) []string {
 
 // redactEnv hides the values of env ("K=V" lines) in text, as a hosted
 // server's stderr is shown: a server that prints its configuration when
-// it fails must not show a secret.
+// it fails must not show a secret, as is or encoded (percent, JSON,
+// base64). The text is a container's stderr or log tail, or a message
+// quoting one: a piece of a value cut at either edge is hidden too.
 func redactEnv(text string, env []string) string {
+	values := make([]string, 0, len(env))
 	for _, kv := range env {
 		_, v, _ := strings.Cut(kv, "=")
-		if len(v) >= 4 {
-			text = strings.ReplaceAll(text, v, "[redacted]")
-		}
+		values = append(values, v)
 	}
-	return text
+	var r secrets.Redactor
+	r.Set(values)
+	return r.RedactTail(text)
 }

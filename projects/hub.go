@@ -452,12 +452,14 @@ func (h *Hub) Status(ctx context.Context, id string) ([]switchboard.ServerStatus
 }
 
 // Status is the manager's status with secret values redacted: an error
-// or stderr line may quote a URL or header built from a secret.
+// or stderr line may quote a URL or header built from a secret. The
+// stderr tail is cut from a longer stream, so a piece of a value at
+// either edge is redacted too (RedactTail).
 func (rt *runtime) Status() []switchboard.ServerStatus {
 	out := rt.mgr.Status()
 	for i := range out {
 		out[i].LastError = rt.redact.Redact(out[i].LastError)
-		out[i].Stderr = rt.redact.Redact(out[i].Stderr)
+		out[i].Stderr = rt.redact.RedactTail(out[i].Stderr)
 	}
 	return out
 }

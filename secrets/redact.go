@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Redacted replaces every secret value that Redactor finds.
@@ -19,13 +22,41 @@ const Redacted = "[redacted]"
 // MinRedactLen is the shortest value a Redactor looks for. A one- to
 // three-byte value ("1", "on", "dev") occurs by chance in almost every
 // line, so redacting it would shred the logs while protecting nothing: a
-// secret that short can be guessed anyway.
+// secret that short can be guessed anyway. It is also the shortest piece
+// of a value that RedactTail hides at the edges of a cut.
 const MinRedactLen = 4
+
+// minBase64 is the shortest base64 piece looked for: shorter ones (of a
+// value of a few bytes, at an awkward alignment) would match by chance in
+// any long base64 text.
+const minBase64 = 6
 
 // Redactor removes secret values from text. It is safe for concurrent
 // use, and its zero value redacts nothing until Set is called.
+//
+// A value is found as is and in the encodings a program commonly gives
+// it on the way to a log line or a URL:
+//   - percent-encoded, any of its bytes as %XX (hex in either case), a
+//     space also as "+" (p%40ss%2Fword for p@ss/word);
+//   - JSON-escaped, any of its characters as \uXXXX (surrogate pairs
+//     too) or a short escape (\" \\ \/ \b \f \n \r \t);
+//     the two escapings may mix, one level deep (a %2540 or \\u0041
+//     that was escaped twice is not decoded);
+//   - base64, standard and URL alphabets, padded or not, at each of the
+//     three alignments the value can have inside the encoded text: the
+//     characters that encode only the value's bits are found, so one or
+//     two characters either side, which mix in the neighbouring bytes,
+//     stay (of a value at the end of the encoded text, its last
+//     character and padding are found too). Pieces shorter than six
+//     characters, from values of a few bytes, are not looked for.
 type Redactor struct {
-	values atomic.Pointer[[]string] // nil when there is nothing to redact
+	values atomic.Pointer[set] // nil when there is nothing to redact
+}
+
+// set is what a Redactor looks for.
+type set struct {
+	values []string // as Set was given them, sorted
+	forms  []string // values and their base64 pieces, found as they are
 }
 
 // Set replaces the values to redact; every later Redact sees either the
@@ -44,15 +75,58 @@ func (r *Redactor) Set(values []string) {
 	}
 	slices.Sort(keep)
 	keep = slices.Compact(keep)
-	r.values.Store(&keep)
+	forms := slices.Clone(keep)
+	for _, v := range keep {
+		forms = append(forms, base64Forms(v)...)
+	}
+	slices.Sort(forms)
+	r.values.Store(&set{values: keep, forms: slices.Compact(forms)})
 }
 
-// Redact returns s with every occurrence of every value replaced by
-// Redacted. Occurrences that overlap or touch, of one value or of several,
-// merge into one marker, so no fragment of a value survives. When nothing
-// matches, s is returned as is, without allocating.
+// base64Forms returns the pieces of base64 text that encode v, whatever
+// bytes surround it: for each alignment k (k bytes of the encoded text
+// before v, modulo 3), the characters whose six bits all come from v, and
+// the same run continued to the end of the text when v ends it (its last
+// character zero-filled, with and without padding); each in the standard
+// and the URL alphabet.
+func base64Forms(v string) []string {
+	var out []string
+	add := func(piece string) {
+		if len(piece) >= minBase64 {
+			out = append(out, piece, strings.NewReplacer("+", "-", "/", "_").Replace(piece))
+		}
+	}
+	for k := range 3 {
+		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), v...))
+		first := (8*k + 5) / 6       // the first character with none of the k bytes' bits
+		last := 8 * (k + len(v)) / 6 // the characters before it hold only v's bits
+		add(enc[first:last])
+		add(enc[first:])
+		add(strings.TrimRight(enc[first:], "="))
+	}
+	return out
+}
+
+// Redact returns s with every occurrence of every value, in any of the
+// forms the Redactor knows, replaced by Redacted. Occurrences that overlap
+// or touch, of one value or of several, merge into one marker, so no
+// fragment of a value survives. When nothing matches, s is returned as
+// is, without allocating.
 func (r *Redactor) Redact(s string) string {
-	out, _ := redact(r.values.Load(), s)
+	out, _ := redact(r.values.Load(), s, false)
+	return out
+}
+
+// RedactTail is Redact for text that may have been cut from a longer
+// stream, at either end: the tail of a child's stderr starts wherever its
+// buffer began, and ends wherever the child's last write did. Besides
+// what Redact hides, a piece of at least MinRedactLen bytes that starts
+// the text and ends a value (or its base64), or ends the text and starts
+// one, is replaced too: the rest of that value lies beyond the cut, and
+// what is shown of it must not be enough to guess it. Smaller pieces
+// stay; a cut through an escaped form is not recognised.
+func (r *Redactor) RedactTail(s string) string {
+	out, _ := redact(r.values.Load(), s, true)
 	return out
 }
 
@@ -84,10 +158,10 @@ func (r *Redactor) RedactJSON(doc json.RawMessage) json.RawMessage {
 	return out
 }
 
-func redactTree(values *[]string, v any) (any, bool) {
+func redactTree(values *set, v any) (any, bool) {
 	switch t := v.(type) {
 	case string:
-		return redact(values, t)
+		return redact(values, t, false)
 	case []any:
 		changed := false
 		for i, e := range t {
@@ -100,7 +174,7 @@ func redactTree(values *[]string, v any) (any, bool) {
 		changed := false
 		out := make(map[string]any, len(t))
 		for k, e := range t {
-			k2, kc := redact(values, k)
+			k2, kc := redact(values, k, false)
 			e2, ec := redactTree(values, e)
 			out[k2] = e2
 			changed = changed || kc || ec
@@ -110,13 +184,14 @@ func redactTree(values *[]string, v any) (any, bool) {
 	return v, false
 }
 
-// redact reports whether it changed s.
-func redact(values *[]string, s string) (string, bool) {
+// redact reports whether it changed s. With cut, pieces of a value at
+// the edges of s are redacted too (RedactTail).
+func redact(values *set, s string, cut bool) (string, bool) {
 	if values == nil {
 		return s, false
 	}
 	var spans [][2]int // [start, end) of each occurrence
-	for _, v := range *values {
+	for _, v := range values.forms {
 		// Advance one byte past each match to find overlapping ones too.
 		for i := 0; ; {
 			j := strings.Index(s[i:], v)
@@ -125,6 +200,27 @@ func redact(values *[]string, s string) (string, bool) {
 			}
 			spans = append(spans, [2]int{i + j, i + j + len(v)})
 			i += j + 1
+		}
+		if cut {
+			if n := headPiece(s, v); n > 0 {
+				spans = append(spans, [2]int{0, n})
+			}
+			if n := endPiece(s, v); n > 0 {
+				spans = append(spans, [2]int{len(s) - n, len(s)})
+			}
+		}
+	}
+	// Escaped forms can only be there when an escape character is.
+	if strings.ContainsAny(s, "%+\\") {
+		for _, v := range values.values {
+			for i := 0; i < len(s); i++ {
+				if c := s[i]; c != v[0] && c != '%' && c != '+' && c != '\\' {
+					continue
+				}
+				if n := matchEscaped(s[i:], v); n > 0 {
+					spans = append(spans, [2]int{i, i + n})
+				}
+			}
 		}
 	}
 	if spans == nil {
@@ -144,6 +240,128 @@ func redact(values *[]string, s string) (string, bool) {
 	}
 	b.WriteString(s[done:])
 	return b.String(), true
+}
+
+// headPiece returns the length of the longest proper suffix of v, of at
+// least MinRedactLen bytes, that s starts with, or 0.
+func headPiece(s, v string) int {
+	for n := min(len(v)-1, len(s)); n >= MinRedactLen; n-- {
+		if s[:n] == v[len(v)-n:] {
+			return n
+		}
+	}
+	return 0
+}
+
+// endPiece returns the length of the longest proper prefix of v, of at
+// least MinRedactLen bytes, that s ends with, or 0.
+func endPiece(s, v string) int {
+	for n := min(len(v)-1, len(s)); n >= MinRedactLen; n-- {
+		if s[len(s)-n:] == v[:n] {
+			return n
+		}
+	}
+	return 0
+}
+
+// matchEscaped returns the length of the text at the start of s that
+// decodes to v, each of v's bytes as is, percent-encoded or (a space)
+// "+", and each of its characters as is or JSON-escaped; 0 when there is
+// none. An escape that decodes to what v holds next is always taken as
+// one, so a value holding "%25" or a backslash is found written as is or
+// fully escaped, not in every mix of the two.
+func matchEscaped(s, v string) int {
+	i, j := 0, 0
+	for j < len(v) {
+		if i >= len(s) {
+			return 0
+		}
+		c := v[j]
+		if s[i] == '%' && i+2 < len(s) {
+			if hi, lo := unhex(s[i+1]), unhex(s[i+2]); hi >= 0 && lo >= 0 && hi<<4|lo == int(c) {
+				i, j = i+3, j+1
+				continue
+			}
+		}
+		if s[i] == '\\' {
+			if r, n := jsonUnescape(s[i:]); n > 0 {
+				var buf [utf8.UTFMax]byte
+				m := utf8.EncodeRune(buf[:], r)
+				if strings.HasPrefix(v[j:], string(buf[:m])) {
+					i, j = i+n, j+m
+					continue
+				}
+			}
+		}
+		if s[i] != c && (s[i] != '+' || c != ' ') {
+			return 0
+		}
+		i, j = i+1, j+1
+	}
+	return i
+}
+
+// jsonUnescape decodes the JSON escape that starts s (a backslash),
+// a surrogate pair as one character; n is 0 when there is none.
+func jsonUnescape(s string) (r rune, n int) {
+	if len(s) < 2 {
+		return 0, 0
+	}
+	switch s[1] {
+	case '"', '\\', '/':
+		return rune(s[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hex4(s[2:])
+		if !ok {
+			return 0, 0
+		}
+		if utf16.IsSurrogate(r) && len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+			if r2, ok := hex4(s[8:]); ok {
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					return d, 12
+				}
+			}
+		}
+		return r, 6
+	}
+	return 0, 0
+}
+
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for i := range 4 {
+		d := unhex(s[i])
+		if d < 0 {
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	return r, true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // Handler wraps h so that each record reaches it with the current values
@@ -173,11 +391,11 @@ type handler struct {
 
 // built is base with the chain of With calls applied, redacted for values.
 type built struct {
-	values *[]string
+	values *set
 	h      slog.Handler
 }
 
-func (h *handler) inner(values *[]string) slog.Handler {
+func (h *handler) inner(values *set) slog.Handler {
 	if h.parent == nil {
 		return h.base
 	}
@@ -205,7 +423,7 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 	if values == nil {
 		return in.Handle(ctx, rec)
 	}
-	msg, _ := redact(values, rec.Message)
+	msg, _ := redact(values, rec.Message, false)
 	out := slog.NewRecord(rec.Time, rec.Level, msg, rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(redactAttr(values, a))
@@ -228,7 +446,7 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{r: h.r, parent: h, group: name}
 }
 
-func redactAttrs(values *[]string, attrs []slog.Attr) []slog.Attr {
+func redactAttrs(values *set, attrs []slog.Attr) []slog.Attr {
 	if values == nil {
 		return attrs
 	}
@@ -239,18 +457,18 @@ func redactAttrs(values *[]string, attrs []slog.Attr) []slog.Attr {
 	return out
 }
 
-func redactAttr(values *[]string, a slog.Attr) slog.Attr {
+func redactAttr(values *set, a slog.Attr) slog.Attr {
 	// Resolve first: a LogValuer could produce a secret.
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		if s, ok := redact(values, v.String()); ok {
+		if s, ok := redact(values, v.String(), false); ok {
 			v = slog.StringValue(s)
 		}
 	case slog.KindGroup:
 		v = slog.GroupValue(redactAttrs(values, v.Group())...)
 	case slog.KindAny:
-		if s, ok := redact(values, render(v.Any())); ok {
+		if s, ok := redact(values, render(v.Any()), false); ok {
 			v = slog.StringValue(s)
 		}
 	}

@@ -2,14 +2,17 @@ package secrets_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/secrets"
 )
@@ -278,6 +281,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add("abcdef", "defghi", "-abcdefghi-")
 	f.Add("abab", "dact", "xababab[redacted]")
 	f.Add("secret", "secret123", "secret12secret123")
+	f.Add("p@ss/word 100%", "back\\slash\"", "x%2")
+	f.Add("пароль \u2028", "\xff\xfe+~", "\\u")
 	f.Fuzz(func(t *testing.T, v1, v2, s string) {
 		var r secrets.Redactor
 		r.Set([]string{v1, v2})
@@ -287,7 +292,142 @@ func FuzzRedact(f *testing.F) {
 				t.Errorf("Redact(%q) with %q left %q", s, v, left)
 			}
 		}
+		if len(v1) < secrets.MinRedactLen {
+			return
+		}
+		// v1 encoded, between two copies of s, is found whole.
+		for _, enc := range encodings(v1) {
+			left := strings.ReplaceAll(r.Redact(s+enc+s), secrets.Redacted, "\x00")
+			if strings.Contains(left, enc) {
+				t.Errorf("Redact(%q) with %q left its encoding %q: %q", s+enc+s, v1, enc, left)
+			}
+		}
+		// A cut through v1 leaves no piece of MinRedactLen bytes at
+		// either edge.
+		if strings.ContainsRune(v1, 0) {
+			return
+		}
+		n := 1 + len(s)%(len(v1)-1)
+		if head := v1[n:]; len(head) >= secrets.MinRedactLen {
+			if left := strings.ReplaceAll(r.RedactTail(head+s), secrets.Redacted, "\x00"); strings.HasPrefix(left, head) {
+				t.Errorf("RedactTail(%q) with %q left %q", head+s, v1, left)
+			}
+		}
+		if end := v1[:len(v1)-n]; len(end) >= secrets.MinRedactLen {
+			if left := strings.ReplaceAll(r.RedactTail(s+end), secrets.Redacted, "\x00"); strings.HasSuffix(left, end) {
+				t.Errorf("RedactTail(%q) with %q left %q", s+end, v1, left)
+			}
+		}
 	})
+}
+
+// encodings are the ways a program commonly writes v: percent-encoded
+// for a query and a path, JSON-escaped (HTML-safe, as encoding/json does),
+// and base64 in both alphabets, padded and not.
+func encodings(v string) []string {
+	out := []string{url.QueryEscape(v), url.PathEscape(v),
+		base64.StdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v))}
+	if utf8.ValidString(v) {
+		b, _ := json.Marshal(v)
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	return out
+}
+
+// A value is found in the encodings a program gives it on its way to a
+// log line, a URL or a JSON document, however much of it is escaped.
+func TestRedactEncoded(t *testing.T) {
+	var r secrets.Redactor
+	r.Set([]string{"p@ss/word", "correct horse+battery", `say "hi"\now`, "пароль-😀"})
+	tests := []struct{ name, in, want string }{
+		{"percent, upper-case hex", "dsn=postgres://u:p%40ss%2Fword@db/x", "dsn=postgres://u:[redacted]@db/x"},
+		{"percent, lower-case hex", "pw=p%40ss%2fword&x=1", "pw=[redacted]&x=1"},
+		{"percent, every byte", "pw=%70%40%73%73%2F%77%6f%72%64.", "pw=[redacted]."},
+		{"percent, only some", "pw=p@ss%2Fword.", "pw=[redacted]."},
+		{"query, + for space and %2B", "q=correct+horse%2Bbattery;", "q=[redacted];"},
+		{"path, %20 for space", "/correct%20horse+battery/", "/[redacted]/"},
+		{"percent, UTF-8 bytes", "x=%D0%BF%D0%B0%D1%80%D0%BE%D0%BB%D1%8C-%F0%9F%98%80!", "x=[redacted]!"},
+		{"JSON, short escapes", `{"a":"say \"hi\"\\now"}`, `{"a":"[redacted]"}`},
+		{"JSON, escaped solidus", `"p@ss\/word"`, `"[redacted]"`},
+		{"JSON, \\u escapes in either case", `"\u0070\u0040ss\u002fword"`, `"[redacted]"`},
+		{"JSON, non-ASCII and a surrogate pair", `"\u043f\u0430\u0440\u043e\u043b\u044c-\ud83d\ude00"`, `"[redacted]"`},
+		{"JSON, HTML-safe", `"say \u0022hi\u0022\u005cnow"`, `"[redacted]"`},
+		{"percent sign alone is not a match", "p%4", "p%4"},
+		{"broken escape is not a match", `p\u00`, `p\u00`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := r.Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// Base64 of text that holds a value hides every character that encodes
+// only the value's bits, whatever came before it (three alignments) or
+// after it, in both alphabets, padded or not: what stays is at most the
+// characters that mix in the neighbouring bytes.
+func TestRedactBase64(t *testing.T) {
+	const v = "p@ss/word?~~>" // ? and ~ put + and / in the standard alphabet
+	var r secrets.Redactor
+	r.Set([]string{v})
+	encs := map[string]*base64.Encoding{"std": base64.StdEncoding, "url": base64.URLEncoding,
+		"raw std": base64.RawStdEncoding, "raw url": base64.RawURLEncoding}
+	for name, enc := range encs {
+		for before := range 3 {
+			for after := range 3 {
+				text := "user:"[:before] + v + "!!"[:after]
+				b64 := enc.EncodeToString([]byte(text))
+				got := r.Redact("Basic " + b64 + ".")
+				pre, post, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(got, "Basic "), "."), secrets.Redacted)
+				if !ok || strings.Contains(post, secrets.Redacted) || !strings.HasPrefix(b64, pre) || !strings.HasSuffix(b64, post) {
+					t.Errorf("%s of %q: Redact(%q) = %q, want one marker in it", name, text, b64, got)
+					continue
+				}
+				// Characters with a bit of the bytes before or after.
+				maxPre := (8*before + 5) / 6
+				maxPost := 0
+				if after > 0 {
+					maxPost = len(b64) - 8*(before+len(v))/6
+				}
+				if len(pre) > maxPre || len(post) > maxPost {
+					t.Errorf("%s of %q: Redact(%q) = %q, keeps %d and %d characters, want at most %d and %d", name, text, b64, got, len(pre), len(post), maxPre, maxPost)
+				}
+			}
+		}
+	}
+}
+
+// RedactTail also hides a piece of a value cut by the start or the end of
+// the text: a stderr tail's buffer starts anywhere, and a child's last
+// write may end anywhere.
+func TestRedactTail(t *testing.T) {
+	const v = "sk-live-0123456789abcdefghijklmnopqrstuvwxyzABCDE" // 49 bytes
+	var r secrets.Redactor
+	r.Set([]string{v, "short"})
+	b64 := base64.StdEncoding.EncodeToString([]byte(v))
+	tests := []struct{ name, in, want string }{
+		{"suffix at the start", v[20:] + "\nnext line", "[redacted]\nnext line"},
+		{"prefix at the end", "token=" + v[:12], "token=[redacted]"},
+		{"both", v[45:] + " and " + v[:4], "[redacted] and [redacted]"},
+		{"whole value too", v[30:] + " " + v + ".", "[redacted] [redacted]."},
+		{"base64 piece at the start", b64[40:] + "\n", "[redacted]\n"},
+		{"piece shorter than MinRedactLen stays", v[46:] + " x " + v[:3], v[46:] + " x " + v[:3]},
+		{"piece in the middle is not a cut", "x " + v[20:] + " y", "x " + v[20:] + " y"},
+		{"short value's piece", "hort shor", "[redacted] [redacted]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := r.RedactTail(tt.in); got != tt.want {
+				t.Errorf("RedactTail(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	// Redact leaves the edges alone: its text is not a cut.
+	if got := r.Redact(v[20:]); got != v[20:] {
+		t.Errorf("Redact(%q) = %q, want it unchanged", v[20:], got)
+	}
 }
 
 // RedactJSON removes secret values from the strings of a JSON document,

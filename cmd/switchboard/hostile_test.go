@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -1212,5 +1214,60 @@ func TestHostileSelfUpstream(t *testing.T) {
 	}
 	if got := c.toolText("echo", map[string]any{"text": "still here"}); got != "still here" {
 		t.Errorf("echo = %q", got)
+	}
+}
+
+// TestHostileSecretForms: a stdio server that prints a project secret to
+// stderr so that the start of the 16 KiB tail shown in status cuts it, and
+// then percent-encoded, JSON-escaped and in base64 (at an offset, as in
+// a Basic credential), and a client that passes the secret encoded to a
+// tool under an innocent name: no form of the value, and no piece of it
+// from the cut, reaches status, the call log or the gateway's log (issue
+// 20, items 17 and 19).
+func TestHostileSecretForms(t *testing.T) {
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	api := newAPI(t, g.url, adminToken)
+	value := "p@ss/" + secretValue(t) + " w+rd" // 36 bytes
+	pieces := []string{value[len(value)-29:], value[:12]}
+	b64 := base64.StdEncoding.EncodeToString([]byte("user:" + value))
+	js, _ := json.Marshal(value)
+	forms := []string{url.QueryEscape(value), strings.ToLower(url.PathEscape(value)), string(js[1 : len(js)-1]), `\u0070` + value[1:], b64}
+	pieces = append(pieces, forms...)
+	after := "\n" + strings.Join(forms, "\n") + "\n"
+	after += strings.Repeat("y", 16<<10-29-len(after)) // the tail starts 29 bytes into the value's end
+	api.createProject("vault")
+	api.putSecret("vault", "API_KEY", value)
+	api.createServer("vault", "leak", map[string]any{"command": "sh", "args": []string{"-c", `printf 'starting with %s%s' "$KEY" "$AFTER" >&2; exit 1`},
+		"env": map[string]string{"KEY": "${API_KEY}", "AFTER": after}})
+	api.createServer("vault", "keeper", fixture("keeper", nil))
+
+	cs, _ := openMCP(t, g.url+"/projects/vault/mcp", adminToken)
+	toolNames(t, cs) // starts both servers
+	var stderr string
+	eventually(t, opTimeout, func() (bool, string) {
+		var s struct {
+			Status struct{ Stderr string } `json:"status"`
+		}
+		api.must(http.StatusOK, "GET", "/api/v1/projects/vault/servers/leak", nil, &s)
+		stderr = s.Status.Stderr
+		return strings.HasSuffix(stderr, "yyy"), "the leak server's stderr tail is not in status yet"
+	})
+	if !strings.HasPrefix(stderr, "[redacted]\n[redacted]\n") {
+		t.Errorf("stderr tail starts %.200q, want the cut value and the next line redacted", stderr)
+	}
+	callText(t, cs, "echo", map[string]any{"text": "q=" + forms[0] + " b=" + b64 + " j=" + forms[2]})
+	logged := api.waitCalls("vault", "?tool=echo", 1)
+	// "user:" is five bytes: the base64 of it and of the value's first
+	// two bits (7 characters) stays.
+	if !strings.Contains(string(logged[0].Arguments), "q=[redacted] b="+b64[:7]+"[redacted] j=[redacted]") {
+		t.Errorf("logged arguments %s, want every form redacted", logged[0].Arguments)
+	}
+	g.stop(t) // the log is complete
+	for _, p := range append(pieces, value) {
+		for what, text := range map[string]string{"status": stderr, "the call log": string(logged[0].Arguments), "the gateway log": g.logs.String()} {
+			if strings.Contains(text, p) {
+				t.Errorf("%s shows %q, a form or piece of the secret", what, p)
+			}
+		}
 	}
 }
