@@ -178,3 +178,9 @@ func StructuredResult(v any) (json.RawMessage, error) {
 		"isError":           false,
 	})
 }
+
+// ListedTools is how many of s's tools a client lists: its tools but
+// those another server's same-named tool shadows. Every count of a
+// project's tools (status, the console) is the sum of this, so it is
+// what tools/list returns.
+func ListedTools(s ServerStatus) int { return max(s.Tools-len(s.Shadowed), 0) }

@@ -170,8 +170,9 @@ func (c *Console) loadOverview(r *http.Request, p projectJSON) (projectOverview,
 		if st := s.State(); st != "ready" && st != "idle" && st != "connecting" && st != "disabled" {
 			o.Problems++
 		}
-		if s.Status != nil {
-			o.Tools += s.Status.Tools
+		if s.Status != nil && s.Enabled {
+			// As tools/list counts: shadowed names once, with their owner.
+			o.Tools += max(s.Status.Tools-len(s.Status.Shadowed), 0)
 		}
 	}
 	var st struct {

@@ -150,7 +150,7 @@ type Server struct {
 	handler    http.Handler
 
 	rendered atomic.Pointer[renderedList]
-	inflight sync.Map // session + "\x00" + id -> context.CancelFunc
+	inflight sync.Map // session + "\x00" + id -> context.CancelCauseFunc
 
 	// renderedStateless is rendered with the 2026-07-28 members added.
 	renderedStateless atomic.Pointer[renderedStateless]
@@ -587,10 +587,22 @@ func (p *postWriter) progress(params json.RawMessage) {
 	writeEvent(p.w, msg)
 }
 
+// finish sends the response. A nil resp is a call the client cancelled,
+// which gets none: a stream already open ends without it, and a POST
+// still waiting for its HTTP answer gets 202 Accepted with no body (what
+// a notification gets), the least wrong of the answers HTTP leaves: an
+// empty 200 JSON or SSE body would be a broken response, and an error
+// status a failure the client did not have.
 func (p *postWriter) finish(resp []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finished = true
+	if resp == nil {
+		if !p.streamed {
+			p.w.WriteHeader(http.StatusAccepted)
+		}
+		return
+	}
 	_ = http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	if p.streamed {
 		writeEvent(p.w, resp)
@@ -667,7 +679,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ups := s.gw.Status()
 	tools := 0
 	for _, u := range ups {
-		tools += u.Tools
+		tools += switchboard.ListedTools(u)
 	}
 	status := map[string]any{
 		"name":      "switchboard",

@@ -493,12 +493,17 @@ func TestCollisionsAndPrefix(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var st struct {
+		Tools     int
 		Upstreams []struct {
 			Name     string
 			Shadowed []string
 		}
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&st)
+	// One definition of a tool count: what tools/list returns.
+	if st.Tools != len(names) {
+		t.Errorf("status counts %d tools, tools/list returns %d", st.Tools, len(names))
+	}
 	for _, u := range st.Upstreams {
 		switch u.Name {
 		case "b":
