@@ -688,6 +688,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"ready":     s.ready.Load(),
 		"sessions":  s.Sessions(),
 		"tools":     tools,
+		"servers":   len(ups),
 		"upstreams": ups,
 		"endpoints": map[string]string{"mcp": s.opts.BasePath + "/mcp", "sse": s.opts.BasePath + "/sse"},
 	}
