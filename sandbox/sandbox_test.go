@@ -278,7 +278,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"negative timeout", "execute_code", map[string]any{"code": "1", "timeout": -1}, -32602, "timeout"},
 		{"zero timeout", "execute_command", map[string]any{"command": "true", "timeout": 0}, -32602, "timeout"},
 		{"timeout not a number", "execute_command", map[string]any{"command": "true", "timeout": "5"}, -32602, "timeout"},
-		{"timeout above the cap", "execute_command", map[string]any{"command": "true", "timeout": 3600}, -32600, "MCP_SERVER_SANDBOX_MAX_TIMEOUT"},
+		{"timeout above the cap", "execute_command", map[string]any{"command": "true", "timeout": 3600}, -32602, "MCP_SERVER_SANDBOX_MAX_TIMEOUT"},
 		{"unknown argument", "execute_command", map[string]any{"command": "true", "timeout_seconds": 3}, -32602, "timeout_seconds"},
 		{"missing command", "execute_command", map[string]any{"args": []string{"x"}}, -32602, "command is required"},
 		{"args not strings", "execute_command", map[string]any{"command": "echo", "args": []int{1}}, -32602, "args"},

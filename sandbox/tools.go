@@ -350,7 +350,8 @@ func (s *Service) parseExec(tool string, raw json.RawMessage) (request, error) {
 		}
 		d := time.Duration(t * float64(time.Second))
 		if d > s.opts.MaxTimeout {
-			return r, switchboard.Errorf(switchboard.ErrResourceLimit, "%s: timeout %vs is above the limit of %ds (MCP_SERVER_SANDBOX_MAX_TIMEOUT)", tool, t, int(s.opts.MaxTimeout/time.Second))
+			// A bad argument (-32602), as microsandbox answers it.
+			return r, invalid("%s: timeout %vs is above the limit of %ds (MCP_SERVER_SANDBOX_MAX_TIMEOUT); pass at most that", tool, t, int(s.opts.MaxTimeout/time.Second))
 		}
 		if d < 10*time.Millisecond {
 			d = 10 * time.Millisecond

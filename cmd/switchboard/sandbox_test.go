@@ -174,7 +174,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 		{"unknown template", "execute_code", map[string]any{"code": "1", "template": "ruby"}, -32602, "template"},
 		{"bad timeout", "execute_code", map[string]any{"code": "1", "timeout": -3}, -32602, "timeout"},
 		{"unknown session", "execute_code", map[string]any{"code": "1", "session_id": "sb-nope"}, -32602, "session not found"},
-		{"timeout above the cap", "execute_command", map[string]any{"command": "true", "timeout": 600}, -32600, "MCP_SERVER_SANDBOX_MAX_TIMEOUT"},
+		{"timeout above the cap", "execute_command", map[string]any{"command": "true", "timeout": 600}, -32602, "MCP_SERVER_SANDBOX_MAX_TIMEOUT"},
 		{"missing image", "execute_code", map[string]any{"code": "1", "template": "node"}, -32603, "MCP_SERVER_SANDBOX_IMAGE_NODE"},
 		{"unknown tool", "execute_cod", map[string]any{}, -32601, ""},
 	}
