@@ -391,22 +391,31 @@ func TestLoginRedirectStaysInConsole(t *testing.T) {
 }
 
 // TestDevModeClosedProject: what the console shows is what the API
-// answers for the same token; a project its tokens closed is not listed
-// to an anonymous dev-mode browser, and opening it asks for a login.
+// answers for the same token; a project its tokens closed is listed to an
+// anonymous dev-mode browser by name, marked as needing its token with a
+// way to log in with one, not left out; opening it asks for a login.
 func TestDevModeClosedProject(t *testing.T) {
 	g := newGateway(t, "")
 	g.projectToken(t, "b")
 	b := g.browser(t)
 	p := b.get("/ui/")
-	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || strings.Contains(p.body, `id="p-b"`) {
-		t.Fatalf("dev-mode overview: %d; want a listed and b (closed by its token) left out", p.status)
+	i := strings.Index(p.body, `id="p-b"`)
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="p-a"`) || i < 0 {
+		t.Fatalf("dev-mode overview: %d; want a and b (closed by its token) listed", p.status)
+	}
+	if card := p.body[i:]; !strings.Contains(card, "needs its token") || !strings.Contains(card, "/ui/login?project=b") {
+		t.Errorf("b's card does not say it needs its token or how to log in:\n%s", card[:min(len(card), 600)])
 	}
 	p = b.get("/ui/p/b/tools")
 	if loc := p.header.Get("Location"); p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login?") || !strings.Contains(loc, "project=b") {
 		t.Errorf("closed project: %d to %q, want the login form for b", p.status, loc)
 	}
 	var list struct {
-		Projects []json.RawMessage `json:"projects"`
+		Projects []struct {
+			ID          string `json:"id"`
+			Description string `json:"description"`
+			Closed      bool   `json:"closed"`
+		} `json:"projects"`
 	}
 	resp, err := http.Get(g.srv.URL + "/api/v1/projects")
 	if err != nil {
@@ -414,8 +423,17 @@ func TestDevModeClosedProject(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	_ = json.NewDecoder(resp.Body).Decode(&list)
-	if len(list.Projects) != 2 {
-		t.Errorf("API lists %d projects to an anonymous client, the console 2 (default, a)", len(list.Projects))
+	closed := 0
+	for _, p := range list.Projects {
+		if p.Closed {
+			closed++
+			if p.ID != "b" || p.Description != "" {
+				t.Errorf("API shows a closed project with more than its name: %+v", p)
+			}
+		}
+	}
+	if len(list.Projects) != 3 || closed != 1 {
+		t.Errorf("API lists %+v to an anonymous client; want default, a and b (closed)", list.Projects)
 	}
 }
 

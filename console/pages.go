@@ -101,6 +101,7 @@ type projectJSON struct {
 	ID          string `json:"id"`
 	Description string `json:"description"`
 	MCPURL      string `json:"mcp_url"`
+	Closed      bool   `json:"closed"` // dev mode: its tokens closed it
 }
 
 type statusJSON struct {
@@ -212,10 +213,17 @@ func (c *Console) overviewAll(w http.ResponseWriter, r *http.Request) {
 	}
 	data := overviewData{}
 	for _, p := range list.Projects {
+		if p.Closed {
+			// Shown, marked as needing its token, not left out.
+			data.Projects = append(data.Projects, projectOverview{projectJSON: p})
+			continue
+		}
 		o, rp := c.loadOverview(r, p)
 		if !rp.ok() {
 			if rp.status == http.StatusUnauthorized {
-				continue // closed by its tokens since the list was read
+				p.Closed = true // closed by its tokens since the list was read
+				data.Projects = append(data.Projects, projectOverview{projectJSON: p})
+				continue
 			}
 			c.failed(w, r, v, rp)
 			return

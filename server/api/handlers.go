@@ -24,6 +24,9 @@ type projectJSON struct {
 	MCPURL      string    `json:"mcp_url"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// Closed marks, in dev mode, a project its first token closed: listed
+	// so it does not vanish, but the rest of it needs that token.
+	Closed bool `json:"closed,omitempty"`
 }
 
 func toProject(p switchboard.Project) projectJSON {
@@ -44,10 +47,15 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]projectJSON, 0, len(list))
 	for _, p := range list {
-		// In dev mode, projects closed by their tokens stay out of sight.
+		// In dev mode, a project closed by its tokens is listed by name
+		// only, marked closed: its description and the rest need its token.
 		if a.opts.Access.AllowProject(r, p.ID) == nil {
 			out = append(out, toProject(p))
+			continue
 		}
+		c := toProject(switchboard.Project{ID: p.ID})
+		c.Closed = true
+		out = append(out, c)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
 	return nil
@@ -214,98 +222,6 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 		}
 	}
 	return out
-}
-
-// credentialName matches header and environment names whose values are
-// credentials.
-var credentialName = regexp.MustCompile(`(?i)(auth|token|secret|passw|api[-_]?key|apikey|cookie|credential|private[-_]?key|session)`)
-
-// secretRef is one ${NAME} reference without a default (a default is
-// literal text, and may be a credential).
-var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}`)
-
-// refFrame is what may surround references in a value that holds no
-// credential itself: an auth scheme and separators ("Bearer ${API_KEY}",
-// "${USER}:${PASS}").
-var refFrame = regexp.MustCompile(`(?i)^\s*(bearer|basic|token)?[\s:;,=/-]*$`)
-
-// onlyRefs reports whether v is made only of references and their frame:
-// "Bearer ${X}" is, "Bearer sk-live-1 ${X}" is not.
-func onlyRefs(v string) bool {
-	return secretRef.MatchString(v) && refFrame.MatchString(secretRef.ReplaceAllString(v, " "))
-}
-
-// masked is the value a project token reads in place of a literal
-// credential.
-const masked = "[redacted]"
-
-// maskConfig hides literal credentials in a server entry from everyone but
-// the admin: a header or env value under a credential-like name that is
-// not made only of ${REF}s (an admin who pasted "Authorization: Bearer
-// <token>") reads as "[redacted]". References are shown as written; the
-// rest is unchanged.
-func maskConfig(cfg json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(cfg, &m) != nil {
-		return cfg
-	}
-	changed := false
-	for _, key := range []string{"headers", "env"} {
-		var kv map[string]string
-		if raw, ok := m[key]; !ok || json.Unmarshal(raw, &kv) != nil {
-			continue
-		}
-		for k, v := range kv {
-			if credentialName.MatchString(k) && !onlyRefs(v) && v != "" {
-				kv[k] = masked
-				changed = true
-			}
-		}
-		b, _ := json.Marshal(kv)
-		m[key] = b
-	}
-	if !changed {
-		return cfg
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return cfg
-	}
-	return b
-}
-
-// keepMasked returns the entry a caller who saw stored masked (a project
-// token) sent back as in, with every header or env value that still reads
-// "[redacted]" where stored held a masked credential put back to the
-// stored value: an edit of the rest of the entry must not replace the
-// admin's credential with the mask.
-func keepMasked(stored, in json.RawMessage) json.RawMessage {
-	var old, m map[string]json.RawMessage
-	if json.Unmarshal(stored, &old) != nil || json.Unmarshal(in, &m) != nil {
-		return in
-	}
-	changed := false
-	for _, key := range []string{"headers", "env"} {
-		var was, now map[string]string
-		if json.Unmarshal(old[key], &was) != nil || json.Unmarshal(m[key], &now) != nil {
-			continue
-		}
-		for k, v := range now {
-			if prev, ok := was[k]; ok && v == masked && credentialName.MatchString(k) && !onlyRefs(prev) && prev != "" {
-				now[k] = prev
-				changed = true
-			}
-		}
-		m[key], _ = json.Marshal(now)
-	}
-	if !changed {
-		return in
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return in
-	}
-	return b
 }
 
 func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
