@@ -1271,3 +1271,33 @@ func TestHostileSecretForms(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileCredentialsInEntries: a project token reads its project's
+// servers (list, one, status) hoping for the credentials an admin wrote
+// into them outside the headers: URL user-info and query, a stdio
+// server's flags and the URLs of its env. It gets none; the admin still
+// reads them all (issue 20, item 20).
+func TestHostileCredentialsInEntries(t *testing.T) {
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	api := newAPI(t, g.url, adminToken)
+	api.createProject("shared")
+	literals := []string{"urlpass-5bq1", "apikey-9xw2", "flagtok-3kd7", "flagpw-8mz4", "dsnpw-2hv6"}
+	api.createServer("shared", "remote", map[string]any{"url": "http://user:urlpass-5bq1@127.0.0.1:9/mcp?api_key=apikey-9xw2&v=2"})
+	api.createServer("shared", "local", map[string]any{"command": "/nonexistent/srv", "args": []string{"--token=flagtok-3kd7", "--password", "flagpw-8mz4", "--verbose"},
+		"env": map[string]string{"DATABASE_URL": "postgres://app:dsnpw-2hv6@db:5432/app"}})
+	tenant := api.as(api.createToken("shared", "tenant").Token)
+	for _, path := range []string{"/servers", "/servers/remote", "/servers/local", "/status", ""} {
+		body := string(tenant.must(http.StatusOK, "GET", "/api/v1/projects/shared"+path, nil, nil))
+		for _, l := range literals {
+			if strings.Contains(body, l) {
+				t.Errorf("a project token's GET %s shows %q", "/api/v1/projects/shared"+path, l)
+			}
+		}
+	}
+	body := string(api.must(http.StatusOK, "GET", "/api/v1/projects/shared/servers", nil, nil))
+	for _, l := range literals {
+		if !strings.Contains(body, l) {
+			t.Errorf("the admin's GET does not show %q: the attack proves nothing", l)
+		}
+	}
+}
