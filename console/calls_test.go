@@ -79,3 +79,17 @@ func TestQuantileAndScale(t *testing.T) {
 		}
 	}
 }
+
+func TestRelative(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Second:   "5 s ago",
+		3 * time.Minute:   "3 min ago",
+		5 * time.Hour:     "5 h ago",
+		72 * time.Hour:    "3 days ago",
+		-10 * time.Minute: "in 10 min",
+	} {
+		if got := relative(d); got != want {
+			t.Errorf("relative(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

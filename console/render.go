@@ -61,6 +61,21 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
+	// when is t relative to now ("3 min ago", "in 2 h"), with the exact
+	// time (UTC) in a tooltip: for lists where how long ago matters more
+	// than the date.
+	"when": func(t time.Time) template.HTML {
+		if t.IsZero() {
+			return ""
+		}
+		return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `" title="` + t.UTC().Format("2006-01-02 15:04:05") + ` UTC">` + relative(time.Since(t)) + `</time>`)
+	},
+	"short": func(id string) string {
+		if len(id) > 8 {
+			return id[:8]
+		}
+		return id
+	},
 	"ago": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -143,4 +158,28 @@ func (c *Console) renderError(w http.ResponseWriter, r *http.Request, v *view, s
 		Msg    string
 	}{status, http.StatusText(status), msg}
 	c.render(w, status, "error", v)
+}
+
+// relative says how long ago d was (negative: how long until).
+func relative(d time.Duration) string {
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var n int64
+	var unit string
+	switch {
+	case d < time.Minute:
+		n, unit = int64(d/time.Second), "s"
+	case d < time.Hour:
+		n, unit = int64(d/time.Minute), "min"
+	case d < 48*time.Hour:
+		n, unit = int64(d/time.Hour), "h"
+	default:
+		n, unit = int64(d/(24*time.Hour)), "days"
+	}
+	if future {
+		return fmt.Sprintf("in %d %s", n, unit)
+	}
+	return fmt.Sprintf("%d %s ago", n, unit)
 }
