@@ -171,7 +171,7 @@ func TestTwoStartsOnOneDataDir(t *testing.T) {
 // that died (a lease not renewed) are removed by the survivor's sweep.
 func TestReplicaOwnership(t *testing.T) {
 	env, servers := ownedGatewayEnv(t, testInstance("own-replicas"), map[string]string{
-		"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey, "MCP_SERVER_OWNER_LEASE": "1s"})
+		"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey, "MCP_SERVER_OWNER_LEASE": "3s"})
 	inst := env["MCP_SERVER_INSTANCE"]
 	a := startGateway(t, servers, env)
 	acs := sdkConnect(t, a.url+"/mcp", nil)
@@ -202,7 +202,7 @@ func TestReplicaOwnership(t *testing.T) {
 		_, err := dead.Inspect(context.Background(), orphan)
 		return errors.Is(err, switchboard.ErrNotFound), "the dead replica's container is still there"
 	})
-	// Several sweeps have run by now (every 1s): both replicas kept all.
+	// Sweeps have run by now (every 3s): both replicas kept all.
 	if got := instanceContainers(t, inst); len(got) != 4 {
 		t.Fatalf("after the sweeps: %d containers, want the replicas' 4", len(got))
 	}
