@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -68,19 +69,26 @@ const urlEnd = " \t\r\n\"'<>,;"
 // token: https://ghp_x@github.com) and each credential-like parameter of
 // the query and the fragment. The rest is left as written.
 func maskURLs(s string) string {
+	return rewriteURLs(s, func(_, v string) string { return maskSecret(v) })
+}
+
+// rewriteURLs replaces each credential of the URLs in s (see maskURLs)
+// with f(slot, value), slot naming where it is ("0 pass", "1 ?token").
+func rewriteURLs(s string, f func(slot, v string) string) string {
 	i := strings.Index(s, "://")
 	if i < 0 {
 		return s
 	}
 	var b strings.Builder
-	for i >= 0 {
+	for n := 0; i >= 0; n++ {
 		b.WriteString(s[:i+3])
 		s = s[i+3:]
 		end := strings.IndexAny(s, urlEnd)
 		if end < 0 {
 			end = len(s)
 		}
-		b.WriteString(maskURL(s[:end]))
+		slot := strconv.Itoa(n) + " "
+		b.WriteString(rewriteURL(s[:end], func(where, v string) string { return f(slot+where, v) }))
 		s = s[end:]
 		i = strings.Index(s, "://")
 	}
@@ -88,8 +96,8 @@ func maskURLs(s string) string {
 	return b.String()
 }
 
-// maskURL masks what follows a URL's "://".
-func maskURL(u string) string {
+// rewriteURL rewrites the credentials of what follows a URL's "://".
+func rewriteURL(u string, f func(slot, v string) string) string {
 	auth, rest := u, ""
 	if i := strings.IndexAny(u, "/?#"); i >= 0 {
 		auth, rest = u[:i], u[i:]
@@ -97,9 +105,9 @@ func maskURL(u string) string {
 	if at := strings.LastIndex(auth, "@"); at >= 0 && !onlyRefs(auth[:at]) {
 		user, pass, ok := strings.Cut(auth[:at], ":")
 		if ok {
-			auth = user + ":" + maskSecret(pass) + auth[at:]
+			auth = user + ":" + f("pass", pass) + auth[at:]
 		} else {
-			auth = maskSecret(user) + auth[at:]
+			auth = f("user", user) + auth[at:]
 		}
 	}
 	path, query, frag := rest, "", ""
@@ -109,12 +117,12 @@ func maskURL(u string) string {
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path, query = path[:i], path[i:]
 	}
-	return auth + path + maskParams(query) + maskParams(frag)
+	return auth + path + rewriteParams(query, f) + rewriteParams(frag, f)
 }
 
-// maskParams masks the credential-like parameters of "?a=1&token=x" (or
-// of a fragment, "#access_token=x").
-func maskParams(q string) string {
+// rewriteParams rewrites the credential-like parameters of "?a=1&token=x"
+// (or of a fragment, "#access_token=x").
+func rewriteParams(q string, f func(slot, v string) string) string {
 	if q == "" {
 		return q
 	}
@@ -128,10 +136,27 @@ func maskParams(q string) string {
 			name = n
 		}
 		if credentialName.MatchString(name) {
-			params[i] = p[:len(p)-len(v)] + maskSecret(v)
+			params[i] = p[:len(p)-len(v)] + f(q[:1]+name, v)
 		}
 	}
 	return q[:1] + strings.Join(params, "&")
+}
+
+// keepURL returns now, a URL a project token sent, with each credential
+// that reads "[redacted]" where stored held a masked one put back: a
+// token that changes a URL's path keeps the admin's password and api_key.
+func keepURL(stored, now string) string {
+	was := map[string]string{}
+	rewriteURLs(stored, func(slot, v string) string {
+		was[slot] = v
+		return v
+	})
+	return rewriteURLs(now, func(slot, v string) string {
+		if prev, ok := was[slot]; ok && v == masked && maskSecret(prev) == masked {
+			return prev
+		}
+		return v
+	})
 }
 
 var (
@@ -237,21 +262,24 @@ func maskField(key string, raw json.RawMessage) (json.RawMessage, bool) {
 // token) sent back as in, with every masked member it sent back as it
 // read it put back to the stored value: an edit of the rest of the entry
 // must not replace the admin's credential with the mask. Headers and env
-// are compared value by value, a URL and args whole (a changed URL that
-// still reads "[redacted]" stores that text).
+// are compared value by value, a URL credential by credential (by where
+// it is: user-info, or the parameter's name), args whole.
 func keepMasked(stored, in json.RawMessage) json.RawMessage {
 	var old, m map[string]json.RawMessage
 	if json.Unmarshal(stored, &old) != nil || json.Unmarshal(in, &m) != nil {
 		return in
 	}
 	changed := false
-	for _, key := range []string{"url", "args"} {
-		now, ok := m[key]
-		if !ok || old[key] == nil {
-			continue
+	var was, now string
+	if json.Unmarshal(old["url"], &was) == nil && json.Unmarshal(m["url"], &now) == nil {
+		if kept := keepURL(was, now); kept != now {
+			m["url"], _ = marshal(kept)
+			changed = true
 		}
-		if shown, ok := maskField(key, old[key]); ok && sameValue(shown, now) {
-			m[key] = old[key]
+	}
+	if raw, ok := m["args"]; ok && old["args"] != nil {
+		if shown, ok := maskField("args", old["args"]); ok && sameValue(shown, raw) {
+			m["args"] = old["args"]
 			changed = true
 		}
 	}

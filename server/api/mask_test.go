@@ -90,4 +90,16 @@ func TestMaskedURLAndArgsThroughTheAPI(t *testing.T) {
 	if want := "https://u:pw-literal-1@127.0.0.1:9/mcp?api_key=k-literal-2&v=1#access_token=t-literal-3"; stored.Config.URL != want {
 		t.Errorf("stored URL after a project token's edit %q, want %q", stored.Config.URL, want)
 	}
+
+	// It changes the path and a plain parameter, keeping the masked
+	// credentials as read: they stay the admin's. A credential it sets
+	// itself is its own.
+	mustStatus(t, tenant, "PATCH", "/api/v1/projects/default/servers/r",
+		`{"config":{"url":"https://u:[redacted]@127.0.0.1:9/v2/mcp?api_key=[redacted]&v=2&token=mine#access_token=[redacted]"}}`, http.StatusOK)
+	if err := json.Unmarshal(mustStatus(t, admin, "GET", "/api/v1/projects/default/servers/r", "", http.StatusOK), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := "https://u:pw-literal-1@127.0.0.1:9/v2/mcp?api_key=k-literal-2&v=2&token=mine#access_token=t-literal-3"; stored.Config.URL != want {
+		t.Errorf("stored URL after a project token changed its path %q, want %q", stored.Config.URL, want)
+	}
 }
