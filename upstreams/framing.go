@@ -150,6 +150,10 @@ func (f *framer) done() <-chan struct{} { return f.doneCh }
 func (f *framer) readLoop(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	long := stallBytes(f.limit)
+	// blank counts the bytes of the blank lines since the last message:
+	// they count toward the limit like the bytes of one message, so a
+	// server writing only newlines is cut as a message that never ends.
+	var blank int64
 	for {
 		var timer *time.Timer
 		line, err := readLine(br, f.limit, func(n int64) {
@@ -162,7 +166,10 @@ func (f *framer) readLoop(r io.Reader) {
 			timer.Stop()
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
+			blank = 0
 			f.dispatch(line)
+		} else if blank += int64(len(line)); blank > f.limit && err == nil {
+			err = &tooLargeError{f.limit}
 		}
 		var tl *tooLargeError
 		if errors.As(err, &tl) {

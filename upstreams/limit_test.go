@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
@@ -110,4 +112,75 @@ func (p paddedJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.WriteString("]}}\n")
 	_, _ = w.Write(b.Bytes())
+}
+
+// repeatReader yields s over and over, up to n bytes (forever if n < 0).
+type repeatReader struct {
+	s   string
+	n   int64
+	off int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	if r.n > 0 && int64(len(p)) > r.n {
+		p = p[:r.n]
+	}
+	for i := range p {
+		p[i] = r.s[r.off]
+		r.off = (r.off + 1) % len(r.s)
+	}
+	if r.n > 0 {
+		r.n -= int64(len(p))
+	}
+	return len(p), nil
+}
+
+// TestBlankLinesCountTowardTheLimit (issue 20, item 21): a server that
+// sends only newlines (stdio, hosted) or only empty events (SSE: blank
+// lines, comments) is cut at the message limit like one endless message,
+// while a long stream of real events, each within the limit, is not.
+func TestBlankLinesCountTowardTheLimit(t *testing.T) {
+	const limit = 4 << 10
+	t.Run("lines", func(t *testing.T) {
+		for _, s := range []string{"\n", "\r\n", " \n"} {
+			f := newFramer(io.Discard, false, lineLimits{max: limit}, nil, slog.New(slog.DiscardHandler))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				f.readLoop(&repeatReader{s: s, n: -1})
+			}()
+			select {
+			case <-done:
+			case <-time.After(waitTimeout):
+				t.Fatalf("%q forever: the reader never stopped", s)
+			}
+			if got := f.brokenReason(); !strings.Contains(got, "MCP_SERVER_MAX_MESSAGE_BYTES") {
+				t.Errorf("%q forever: broken reason %q, want the message limit", s, got)
+			}
+		}
+	})
+	t.Run("events", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, s string
+			cut     bool
+		}{
+			{"blank lines", "\n", true},
+			{"CRLF blank lines", "\r\n", true},
+			{"comments", ": keepalive\n\n", true},
+			{"real events", "event: message\ndata: {}\n\n", false},
+			{"events and keepalives", ": ping\n\ndata: {}\n\n", false},
+		} {
+			var exceeded error
+			b := &limitedBody{ReadCloser: io.NopCloser(&repeatReader{s: tc.s, n: 64 * limit}), limit: limit, events: true,
+				onExceed: func(err error) { exceeded = err }}
+			_, err := io.Copy(io.Discard, b)
+			var tl *tooLargeError
+			if got := errors.As(err, &tl) && exceeded != nil; got != tc.cut {
+				t.Errorf("%s: cut = %v (err %v), want %v", tc.name, got, err, tc.cut)
+			}
+		}
+	})
 }

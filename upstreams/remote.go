@@ -317,10 +317,13 @@ func (c *remoteConn) setProtocolVersion(v string) {
 }
 
 // limitTransport reads every response body through a per-message limit.
-// A text/event-stream body is counted per event (bytes since the last
-// blank line); any other body (application/json, an error page) counts
-// whole, blank lines or not: a JSON reply padded with "\n\n" between its
-// elements is still one message. Passing the limit fails the read with a
+// A text/event-stream body is counted per event (bytes since the blank
+// line that ended the last event with a field other than a comment); the
+// blank lines and comments of events without one count toward the next,
+// so a stream of nothing but empty events is cut like one endless event.
+// Any other body (application/json, an error page) counts whole, blank
+// lines or not: a JSON reply padded with "\n\n" between its elements is
+// still one message. Passing the limit fails the read with a
 // *tooLargeError, reported once through onExceed.
 type limitTransport struct {
 	hop      string // our hop id, sent on every request when set
@@ -358,6 +361,9 @@ type limitedBody struct {
 	events   bool  // an event stream: a blank line ends a message
 	n        int64 // bytes of the current message
 	nl       bool  // the last byte that was not '\r' was '\n'
+	mid      bool  // the current line has a byte that is not '\r'
+	comment  bool  // the current line starts with ':'
+	field    bool  // the current event has a line that is not a comment
 	err      error
 }
 
@@ -367,10 +373,20 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	for i, c := range p[:n] {
-		if c == '\n' && b.nl && b.events {
-			b.n = 0 // blank line: the event ended
-		} else {
+		switch {
+		case c == '\n' && b.nl && b.events && b.field:
+			b.n, b.field = 0, false // blank line: the event ended
+		default:
 			b.n++ // '\r' too: endless "\r" is no line end to a reader
+		}
+		switch {
+		case c == '\n':
+			if b.mid && !b.comment {
+				b.field = true
+			}
+			b.mid = false
+		case c != '\r' && !b.mid:
+			b.mid, b.comment = true, c == ':'
 		}
 		if c != '\r' {
 			b.nl = c == '\n'

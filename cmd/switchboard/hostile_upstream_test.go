@@ -29,7 +29,9 @@ import (
 //     server never holds it); over streamable HTTP a blank line separates
 //     the items, which must not reset the count of a JSON body;
 //   - stall (stdio): starts its reply, writes stallBytes without a newline
-//     and then nothing, keeping the pipe open.
+//     and then nothing, keeping the pipe open;
+//   - blanks: answers with newlines only, forever: blank lines on stdio,
+//     empty events on SSE, a body of nothing on streamable HTTP.
 const (
 	envHostileChild = "SWITCHBOARD_HOSTILE_CHILD"
 	floodBytes      = 256 << 20
@@ -77,9 +79,19 @@ func hostileReply(w io.Writer, req []byte, prefix, suffix, sep string, flush fun
 	case m.Method == "initialize":
 		body = `"result":{"protocolVersion":` + strconv.Quote(cmpOr(m.Params.ProtocolVersion, "2025-06-18")) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`
 	case m.Method == "tools/list":
-		body = `"result":{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"flood","inputSchema":{"type":"object"}},{"name":"stall","inputSchema":{"type":"object"}}]}}`
+		body = `"result":{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"flood","inputSchema":{"type":"object"}},{"name":"stall","inputSchema":{"type":"object"}},{"name":"blanks","inputSchema":{"type":"object"}}]}}`
 	case m.Method == "tools/call" && m.Params.Name == "small":
 		body = `"result":{"content":[{"type":"text","text":"ok"}]}}`
+	case m.Method == "tools/call" && m.Params.Name == "blanks":
+		blank := bytes.Repeat([]byte("\n"), 16<<10)
+		for {
+			if _, err := w.Write(blank); err != nil {
+				return err
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	case m.Method == "tools/call" && (m.Params.Name == "flood" || m.Params.Name == "stall"):
 		if m.Params.Name == "stall" {
 			if _, err := io.WriteString(w, head+`"result":{"content":[{"type":"text","text":"`); err != nil {
@@ -334,5 +346,41 @@ func TestHostileSessionHog(t *testing.T) {
 	}
 	if rep := open("other"); rep.Status != http.StatusOK {
 		t.Errorf("another project's session while the hog is at its limit: %d %s", rep.Status, rep.Body)
+	}
+}
+
+// TestHostileBlankLines (issue 20, item 21): an upstream answering a call
+// with newlines only, forever (blank lines on stdio, empty events on
+// legacy SSE, a body of nothing on streamable HTTP), is cut at
+// MCP_SERVER_MAX_MESSAGE_BYTES like any oversized message, long before
+// the call's own timeout, and the server answers again afterwards (on
+// stdio the next call no longer waits behind the endless one).
+func TestHostileBlankLines(t *testing.T) {
+	const limit = 64 << 10
+	sse := httptest.NewServer(hostileSSE(t))
+	t.Cleanup(sse.Close)
+	st := httptest.NewServer(hostileStreamable())
+	t.Cleanup(st.Close)
+	servers := [][2]any{
+		{"stdio", map[string]any{"command": os.Args[0], "env": map[string]string{envHostileChild: "stdio"}, "toolPrefix": "stdio_", "callTimeout": "60s"}},
+		{"sse", map[string]any{"url": sse.URL + "/sse", "transport": "sse", "toolPrefix": "sse_", "callTimeout": "60s"}},
+		{"http", map[string]any{"url": st.URL, "transport": "streamable-http", "toolPrefix": "http_", "callTimeout": "60s"}},
+	}
+	g := startGateway(t, servers, map[string]string{"MCP_SERVER_MAX_MESSAGE_BYTES": itoa(limit)})
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	for _, s := range servers {
+		name := s[0].(string)
+		if got := c.toolText(name+"_small", map[string]any{}); got != "ok" {
+			t.Fatalf("%s small = %q", name, got)
+		}
+		rep := c.call("tools/call", map[string]any{"name": name + "_blanks", "arguments": map[string]any{}})
+		if rep.msg.Error == nil || !strings.Contains(rep.msg.Error.Message, "MCP_SERVER_MAX_MESSAGE_BYTES") || !strings.Contains(rep.msg.Error.Message, itoa(limit)) {
+			t.Errorf("%s: endless blank lines answered %d %.300s; want an error naming MCP_SERVER_MAX_MESSAGE_BYTES and its value", name, rep.Status, rep.Body)
+		}
+		eventually(t, 30*time.Second, func() (bool, string) {
+			rep := c.call("tools/call", map[string]any{"name": name + "_small", "arguments": map[string]any{}})
+			return rep.msg.Error == nil, fmt.Sprintf("%s after the cut: %.300s", name, rep.Body)
+		})
 	}
 }
