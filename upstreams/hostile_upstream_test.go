@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,5 +55,57 @@ func TestURLSecretNotInStatus(t *testing.T) {
 		if st.LastError == "" || strings.Contains(st.LastError, "SECRET") {
 			t.Errorf("%s: lastError %q", tr, st.LastError)
 		}
+	}
+}
+
+// TestToolsNeverWaitsOnRetry (issue 20, item 16): once a server's first
+// connect has failed, tools/list does not wait on its retries: with a
+// retry hanging (up to the connect timeout), listing answers at once with
+// what is connected, and status says the server is not ready.
+func TestToolsNeverWaitsOnRetry(t *testing.T) {
+	var hang atomic.Bool
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hang.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	h := newHarness(t, testOptions()) // connect timeout: waitTimeout
+	h.apply(switchboard.ServerSpec{Name: "hang", Transport: switchboard.TransportStreamableHTTP, URL: up.URL},
+		stdioSpec("ok"))
+
+	h.tools() // the first attempt is waited for
+	if st := h.status("hang"); st.State != switchboard.StateFailed {
+		t.Fatalf("after the first attempt: state %q, want failed", st.State)
+	}
+	hang.Store(true)
+	h.tools() // starts a retry in the background, which hangs
+	select {
+	case <-arrived:
+	case <-time.After(waitTimeout):
+		t.Fatal("no retry reached the server")
+	}
+	start := time.Now()
+	cat := h.tools()
+	if d := time.Since(start); d > waitTimeout/4 {
+		t.Errorf("tools/list waited %s on a retry (connect timeout %s)", d, waitTimeout)
+	}
+	if _, ok := cat.Lookup("echo"); !ok {
+		t.Error("the connected server's tools are missing from the list")
+	}
+	if st := h.status("hang"); st.State == switchboard.StateReady {
+		t.Errorf("hanging server in state %q", st.State)
 	}
 }

@@ -365,9 +365,12 @@ func (m *Manager) Catalog() *switchboard.Catalog { return m.catalog.Load() }
 
 // Tools returns the catalog after making sure every server has been tried
 // once: on first need, servers never tried connect (concurrently) and Tools
-// waits for them, bounded by ctx. Servers that failed and never listed
-// tools are retried in the background (their breaker permitting), so a
-// tools/list never waits on a known-bad server twice.
+// waits for that first attempt, bounded by ctx. It never waits on a
+// reconnect or a retry, whoever started it: servers that failed and never
+// listed tools are retried in the background (their breaker permitting),
+// and the catalog holds what is connected (and the last known tools of a
+// server that is reconnecting); Status says which servers are unavailable.
+// So a tools/list waits on a known-bad server once, not once per retry.
 func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
 	// Connects end by themselves at the connect timeout; the grace only
 	// guards against a transport that ignores it.
@@ -381,7 +384,9 @@ func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
 		u.mu.Lock()
 		switch {
 		case u.closed || u.spec.Err != nil || u.conn != nil || u.reconnecting:
-		case u.state == switchboard.StateIdle || u.connecting != nil:
+		case !u.tried:
+			// The first attempt, starting now or already under way
+			// (another list, a call, a reload's replacement).
 			waits = append(waits, u.startConnectLocked())
 		case !u.listed:
 			u.startConnectLocked()

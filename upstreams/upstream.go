@@ -59,6 +59,7 @@ type upstream struct {
 	lastErr      string
 	tools        []rawTool
 	listed       bool          // tools were listed at least once
+	tried        bool          // a connect attempt has ended at least once
 	connecting   chan struct{} // closed when the in-flight connect ends
 	reconnecting bool          // background reconnect (SSE) under way
 	closed       bool
@@ -229,6 +230,7 @@ func (u *upstream) startConnectLocked() chan struct{} {
 		defer u.mu.Unlock()
 		defer close(ch)
 		u.connecting = nil
+		u.tried = true
 		if err == nil && u.closed {
 			_ = c.close()
 			err = errors.New("server removed")
