@@ -1,10 +1,12 @@
 package hosted_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
 // call calls a tool of the hosted server through the manager, as the edge
@@ -243,6 +246,8 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	timing := fastTiming()
 	timing.Heartbeat, timing.PingTimeout = 100*time.Millisecond, 300*time.Millisecond
 	e := newEnv(t, nil, nil, timing)
+	var logs lockedBuffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	e.start()
 	e.register(switchboard.HostedRegistration{Name: "fx"})
 	before := e.wait("fx", "running", running)
@@ -251,6 +256,35 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	if st.ContainerID != before.ContainerID || st.RestartCount != 0 || !strings.Contains(st.Warning, "ping") {
 		t.Errorf("unresponsive status = %+v, want the same container, a warning, no restart", st)
 	}
+	// The log line names the ping timeout that was missed (issue 20, item
+	// 27), not the server's call timeout.
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "hosted server unresponsive") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "within 300ms") || strings.Contains(line, "within "+hosted.DefaultCallTimeout.String()) {
+		t.Errorf("unresponsive log line %q, want the ping timeout (300ms)", line)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a logger may write to from any goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestHTTPServerInContainer: stdio_bridge false reaches an HTTP MCP server
@@ -291,6 +325,9 @@ func TestRecoversAfterCrashLoop(t *testing.T) {
 	st := e.wait("fx", "running", running)
 	if st.CrashCount != 5 {
 		t.Errorf("crashes = %d, want 5", st.CrashCount)
+	}
+	if st.Warning != "" { // issue 20, item 27
+		t.Errorf("running again with the warning %q", st.Warning)
 	}
 	if got := e.mustCall("echo", map[string]string{"text": "back"}); got != "back" {
 		t.Errorf("echo = %q", got)

@@ -88,7 +88,15 @@ type Service struct {
 	gone   map[string]chan struct{} // projects whose servers are being removed
 	closed bool
 
-	persistCh chan *supervisor
+	// dirty holds the supervisors whose row may be stale, one entry per
+	// row however often it changed: the persister writes each row's
+	// latest state, so no change is ever dropped for want of room.
+	// persistCh (one slot) wakes the persister; closing flushed makes it
+	// write what is left and return (Close).
+	dirtyMu   sync.Mutex
+	dirty     map[*supervisor]struct{}
+	persistCh chan struct{}
+	flushed   chan struct{}
 	wg        sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -142,7 +150,7 @@ func New(opts Options) *Service {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
-		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, persistCh: make(chan *supervisor, 64), ctx: ctx, cancel: cancel}
+		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
 	s.wg.Go(s.persister)
 	return s
 }
@@ -664,36 +672,61 @@ func (s *Service) upstreams(project string) (Upstreams, error) {
 	return s.opts.Upstreams(project)
 }
 
-// persist asks the persister to write a supervisor's status to its row.
-// It never blocks (called with the supervisor's lock held).
+// persist marks a supervisor's row for the persister to write. It never
+// blocks (called with the supervisor's lock held) and never drops a
+// change: the row is written with the state current when the persister
+// gets to it, however many changes came before.
 func (s *Service) persist(sup *supervisor) {
+	s.dirtyMu.Lock()
+	s.dirty[sup] = struct{}{}
+	s.dirtyMu.Unlock()
 	select {
-	case s.persistCh <- sup:
-	default:
+	case s.persistCh <- struct{}{}:
+	default: // already woken: it takes the whole set
 	}
 }
 
-// persister writes status and container ID to the rows, coalescing.
+// persister writes status and container ID to the rows marked by
+// persist, each row's latest state once per wake-up; on Close it writes
+// what is left (the stopped containers' last states) before returning.
 func (s *Service) persister() {
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case sup := <-s.persistCh:
-			sup.mu.Lock()
-			status, cid, provider := sup.state, sup.containerID, providerOf(sup.runtime)
-			sup.mu.Unlock()
-			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-			row, err := s.st.GetWorkspace(ctx, sup.id)
-			if err == nil && (row.Status != status || row.ContainerID != cid || row.Provider != provider) {
-				row.Status, row.ContainerID, row.Provider = status, cid, provider
-				_, err = s.st.UpdateWorkspace(ctx, row)
-			}
-			cancel()
-			if err != nil && !errors.Is(err, switchboard.ErrNotFound) && s.ctx.Err() == nil {
-				s.log.Debug("recording a hosted server's status", "hosted_id", sup.id, "err", err)
-			}
+		case <-s.flushed:
+			s.writeDirty()
+			return
+		case <-s.persistCh:
+			s.writeDirty()
 		}
+	}
+}
+
+func (s *Service) writeDirty() {
+	s.dirtyMu.Lock()
+	batch := s.dirty
+	s.dirty = map[*supervisor]struct{}{}
+	s.dirtyMu.Unlock()
+	for sup := range batch {
+		s.write(sup)
+	}
+}
+
+// write records one supervisor's current status in its row.
+func (s *Service) write(sup *supervisor) {
+	sup.mu.Lock()
+	status, cid, provider := sup.state, sup.containerID, providerOf(sup.runtime)
+	sup.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	row, err := s.st.GetWorkspace(ctx, sup.id)
+	if err == nil && (row.Status != status || row.ContainerID != cid || row.Provider != provider) {
+		row.Status, row.ContainerID, row.Provider = status, cid, provider
+		_, err = s.st.UpdateWorkspace(ctx, row)
+	}
+	if err != nil && !errors.Is(err, switchboard.ErrNotFound) && s.ctx.Err() == nil {
+		s.log.Debug("recording a hosted server's status", "hosted_id", sup.id, "err", err)
 	}
 }
 
@@ -727,8 +760,13 @@ func (s *Service) Close(ctx context.Context) error {
 		wg.Go(func() { sup.close(timeout) })
 	}
 	wg.Wait()
-	s.cancel()
+	// The rows get the stopped servers' last states, unless ctx ends
+	// first.
+	stop := context.AfterFunc(ctx, s.cancel)
+	defer stop()
+	close(s.flushed)
 	s.wg.Wait()
+	s.cancel()
 	return nil
 }
 

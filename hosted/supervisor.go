@@ -395,7 +395,10 @@ func (s *supervisor) initialized(gen int) {
 	}
 	switch s.state {
 	case switchboard.HostedStarting, switchboard.HostedUnresponsive, switchboard.HostedRestarting:
-		s.lastErr = ""
+		// Running again ends a crash loop's warning (kept while the
+		// container started after its backoff) as it ends lastErr; the
+		// crash count and last crash stay in status.
+		s.lastErr, s.warning = "", ""
 		s.setLocked(switchboard.HostedRunning)
 	}
 }
@@ -628,7 +631,9 @@ func (s *supervisor) heartbeat() {
 			case silent && s.state == switchboard.HostedRunning && s.ctx.Err() == nil:
 				s.warning = fmt.Sprintf("did not answer ping within %s at %s; not restarted", s.svc.timing.PingTimeout, time.Now().UTC().Format(time.RFC3339))
 				s.setLocked(switchboard.HostedUnresponsive)
-				s.log.Warn("hosted server unresponsive", "err", err)
+				// The warning, not err: err names the call timeout of
+				// the server, which did not bound this ping.
+				s.log.Warn("hosted server unresponsive", "detail", s.warning)
 			case answered && s.state == switchboard.HostedUnresponsive:
 				s.warning = ""
 				s.setLocked(switchboard.HostedRunning)
