@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/safetext"
 )
 
 // Inserter is the one store method the writer needs.
@@ -208,7 +209,10 @@ func prepare(rec switchboard.ToolCallRecord) (switchboard.ToolCallRecord, error)
 		rec.Arguments = json.RawMessage(`{"_truncated":true}`)
 	}
 	rec.Arguments = Redact(rec.Arguments)
-	rec.Tool = switchboard.Clip(rec.Tool)
+	// A tool name is the upstream's choice and may hold what no store
+	// keeps as text (NUL): such a name is stored escaped, never dropped.
+	rec.Tool = safetext.Of(switchboard.Clip(rec.Tool))
+	rec.Server = safetext.Of(rec.Server)
 	if rec.RecordID == "" {
 		rec.RecordID = newRecordID()
 	}

@@ -114,3 +114,31 @@ func TestWriterStoreOutage(t *testing.T) {
 		t.Fatal("fake store misbehaves")
 	}
 }
+
+// TestNULToolNameRecorded (issue 20, item 18): an answered call to a tool
+// whose name (an upstream's choice) holds a NUL is recorded under the
+// escaped name, not dropped.
+func TestNULToolNameRecorded(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	w := New(st, Options{FlushEvery: time.Hour})
+	rec := record(0, `{}`)
+	rec.Tool = "nul\x00name"
+	w.ObserveCall(rec)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Written() != 1 || w.Dropped() != 0 {
+		t.Fatalf("written %d dropped %d, want 1 and 0", w.Written(), w.Dropped())
+	}
+	page, err := st.ListToolCalls(ctx, switchboard.ToolCallFilter{ProjectID: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Calls) != 1 || page.Calls[0].Tool != `"nul\x00name"` {
+		t.Errorf("records %+v, want one for the tool `\"nul\\x00name\"`", page.Calls)
+	}
+}

@@ -5,6 +5,8 @@
 // Label values come only from configuration and the upstreams' own tool
 // lists, never from client input: a call to an unknown tool is counted
 // under tool="(unknown)", so hostile names cannot blow up cardinality.
+// A tool name holding NUL or invalid UTF-8 is escaped as in the call log
+// (internal/safetext: a Go string literal).
 package metrics
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/safetext"
 )
 
 // UnknownTool is the tool label of calls to names no server offers.
@@ -80,7 +83,9 @@ func (m *Metrics) Handler() http.Handler {
 // ObserveCall records one tool call. A call to a tool no server offers
 // is labelled tool="(unknown)".
 func (m *Metrics) ObserveCall(rec switchboard.ToolCallRecord) {
-	server, tool := rec.Server, rec.Tool
+	// The tool name is the upstream's: escaped (as in the call log) where
+	// it holds what a label must not carry raw, such as NUL.
+	server, tool := safetext.Of(rec.Server), safetext.Of(rec.Tool)
 	if server == "" {
 		tool = UnknownTool
 	}

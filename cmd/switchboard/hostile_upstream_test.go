@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/internal/testenv"
+	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
 // An upstream that attacks the gateway with what it sends back: one the
@@ -31,7 +34,8 @@ import (
 //   - stall (stdio): starts its reply, writes stallBytes without a newline
 //     and then nothing, keeping the pipe open;
 //   - blanks: answers with newlines only, forever: blank lines on stdio,
-//     empty events on SSE, a body of nothing on streamable HTTP.
+//     empty events on SSE, a body of nothing on streamable HTTP;
+//   - "nul\x00name": a name with a NUL in it; returns "ok".
 const (
 	envHostileChild = "SWITCHBOARD_HOSTILE_CHILD"
 	floodBytes      = 256 << 20
@@ -79,8 +83,8 @@ func hostileReply(w io.Writer, req []byte, prefix, suffix, sep string, flush fun
 	case m.Method == "initialize":
 		body = `"result":{"protocolVersion":` + strconv.Quote(cmpOr(m.Params.ProtocolVersion, "2025-06-18")) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`
 	case m.Method == "tools/list":
-		body = `"result":{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"flood","inputSchema":{"type":"object"}},{"name":"stall","inputSchema":{"type":"object"}},{"name":"blanks","inputSchema":{"type":"object"}}]}}`
-	case m.Method == "tools/call" && m.Params.Name == "small":
+		body = `"result":{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"flood","inputSchema":{"type":"object"}},{"name":"stall","inputSchema":{"type":"object"}},{"name":"blanks","inputSchema":{"type":"object"}},{"name":"nul\u0000name","inputSchema":{"type":"object"}}]}}`
+	case m.Method == "tools/call" && (m.Params.Name == "small" || m.Params.Name == "nul\x00name"):
 		body = `"result":{"content":[{"type":"text","text":"ok"}]}}`
 	case m.Method == "tools/call" && m.Params.Name == "blanks":
 		blank := bytes.Repeat([]byte("\n"), 16<<10)
@@ -382,5 +386,45 @@ func TestHostileBlankLines(t *testing.T) {
 			rep := c.call("tools/call", map[string]any{"name": name + "_small", "arguments": map[string]any{}})
 			return rep.msg.Error == nil, fmt.Sprintf("%s after the cut: %.300s", name, rep.Body)
 		})
+	}
+}
+
+// TestHostileNULToolName (issue 20, item 18): a remote upstream's tool
+// whose name holds a NUL is called like any other, the call is recorded
+// (under the name spelled as a Go string literal, which any store keeps)
+// and /metrics carries that spelling, never a raw NUL.
+func TestHostileNULToolName(t *testing.T) {
+	st := httptest.NewServer(hostileStreamable())
+	t.Cleanup(st.Close)
+	g := startGateway(t, [][2]any{{"http", map[string]any{"url": st.URL, "transport": "streamable-http"}}}, nil)
+	c := newRaw(t, g.url+"/mcp")
+	c.initialize()
+	if got := c.toolText("nul\x00name", map[string]any{}); got != "ok" {
+		t.Fatalf("nul tool = %q", got)
+	}
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if bytes.IndexByte(body, 0) >= 0 {
+		t.Error("/metrics carries a raw NUL")
+	}
+	if want := `server="http",tool="\"nul\\x00name\""} 1`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks the call under %s", want)
+	}
+	g.stop(t)
+	store, err := sqlite.Open(context.Background(), g.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	page, err := store.ListToolCalls(context.Background(), switchboard.ToolCallFilter{ProjectID: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Calls) != 1 || page.Calls[0].Tool != `"nul\x00name"` || page.Calls[0].Outcome != switchboard.OutcomeOK {
+		t.Errorf("call log %+v, want the answered call under the tool `\"nul\\x00name\"`", page.Calls)
 	}
 }
