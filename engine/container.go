@@ -465,10 +465,21 @@ func (e *Engine) Stats(ctx context.Context, id string) (Stats, error) {
 // Logs returns up to the last tail lines the container wrote (stdout and
 // stderr interleaved as the log driver kept them).
 func (e *Engine) Logs(ctx context.Context, id string, tail int) (string, error) {
+	return e.logs(ctx, id, tail, true)
+}
+
+// StderrLogs is Logs without the container's stdout, for a container
+// whose stdout is a protocol channel (a hosted MCP server over stdio:
+// its stdout lines are JSON-RPC traffic, not log).
+func (e *Engine) StderrLogs(ctx context.Context, id string, tail int) (string, error) {
+	return e.logs(ctx, id, tail, false)
+}
+
+func (e *Engine) logs(ctx context.Context, id string, tail int, stdout bool) (string, error) {
 	if tail <= 0 {
 		tail = 100
 	}
-	rc, err := e.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(tail)})
+	rc, err := e.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: stdout, ShowStderr: true, Tail: strconv.Itoa(tail)})
 	if err != nil {
 		return "", e.wrap(err, "container logs")
 	}

@@ -120,6 +120,10 @@ func TestToolsEnvAndSecretsThroughTheBridge(t *testing.T) {
 	if strings.Contains(logs, "s3cret") || !strings.Contains(logs, "leaking [redacted] here") {
 		t.Errorf("logs = %q", logs)
 	}
+	// Its stdout is the MCP channel: traffic, not log (issue 20, item 10).
+	if strings.Contains(logs, `"jsonrpc"`) {
+		t.Errorf("logs carry the server's JSON-RPC traffic:\n%s", logs)
+	}
 
 	// The admin /call path: any method, JSON-RPC errors kept.
 	res, err := svc.Call(context.Background(), "default", "fx", "tools/list", json.RawMessage(`{}`))

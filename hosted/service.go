@@ -615,8 +615,10 @@ func (s *Service) Delete(ctx context.Context, project, ref string, keepVolumes b
 	return nil
 }
 
-// Logs returns the tail of a server's container log (stderr and stdout;
-// stdout carries the MCP traffic), with secret values redacted.
+// Logs returns the tail of a server's container log, with secret values
+// redacted: its stderr only when the gateway speaks MCP over its stdio
+// (stdout is then the JSON-RPC channel, whose traffic is no log and may
+// carry tool results), stderr and stdout of a server reached over HTTP.
 func (s *Service) Logs(ctx context.Context, project, ref string, lines int) (string, error) {
 	sup, err := s.supervisor(project, ref)
 	if err != nil {
@@ -636,7 +638,11 @@ func (s *Service) Logs(ctx context.Context, project, ref string, lines int) (str
 	if s.eng == nil {
 		return "", s.errNoEngine()
 	}
-	out, err := s.eng.Logs(ctx, id, lines)
+	logs := s.eng.Logs
+	if sup.plan.stdio {
+		logs = s.eng.StderrLogs
+	}
+	out, err := logs(ctx, id, lines)
 	if err != nil {
 		return "", err
 	}

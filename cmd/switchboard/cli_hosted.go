@@ -17,12 +17,14 @@ import (
 var hostedCommands = []cliCommand{
 	{"hosted ls", "", "List the project's hosted servers with status, image and restarts.", (*cli).hostedLs},
 	{"hosted add", "NAME --image IMAGE [--command CMD] [--arg A]... [--env K=V]... [--volume /PATH]... [--cpu N] [--memory SIZE]\n" +
-		"      [--disk SIZE] [--network none|bridge|NAME] [--restart always|on-failure|never] [--call-timeout D] [--writable-root] | --config JSON",
+		"      [--disk SIZE] [--network none|bridge|NAME] [--restart always|on-failure|never] [--call-timeout D] [--tool-prefix P]\n" +
+		"      [--writable-root] | --config JSON",
 		"Run an MCP server image in a container (admin when an admin token is set). The image must be on the gateway's\n" +
 			"Docker engine already. Write ${NAME} (in single quotes) in --env values to take the project's secret NAME.", (*cli).hostedAdd},
 	{"hosted show", "NAME|ID", "Show a hosted server's full status, with CPU and memory usage.", (*cli).hostedShow},
 	{"hosted restart", "NAME|ID", "Replace a hosted server's container (SIGTERM, then a new one) and reset its crash counters.", (*cli).hostedRestart},
-	{"hosted logs", "NAME|ID [--tail N]", "Print the tail of a hosted server's container log (secrets redacted).", (*cli).hostedLogs},
+	{"hosted logs", "NAME|ID [--tail N]", "Print the tail of a hosted server's container log (secrets redacted): its stderr, as its stdout is\n" +
+		"the MCP channel (both for a server reached over HTTP, stdio_bridge false).", (*cli).hostedLogs},
 	{"hosted rm", "NAME|ID [--keep-volumes]", "Stop and delete a hosted server and, unless --keep-volumes, its volumes.", (*cli).hostedRm},
 }
 
@@ -74,7 +76,7 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	fs.StringVar(&reg.Network, "network", "", "none (default), bridge or a Docker network `NAME`")
 	fs.StringVar(&reg.RestartPolicy, "restart", "", "restart policy: always, on-failure (default) or never")
 	fs.StringVar(&reg.CallTimeout, "call-timeout", "", "per-call timeout `D` such as 45s (default 30s)")
-	fs.StringVar(&reg.ToolPrefix, "tool-prefix", "", "prefix for this server's tool names")
+	fs.StringVar(&reg.ToolPrefix, "tool-prefix", "", "`P` put before each of the server's tool names (such as notes_), against collisions")
 	fs.BoolVar(&writable, "writable-root", false, "mount the image read-write (default read-only with a /tmp tmpfs)")
 	config := fs.String("config", "", "the whole registration as `JSON` (as POST /api/v1/mcp/servers takes it)")
 	pos, err := c.parse(fs, cmd, args, 1, 1)

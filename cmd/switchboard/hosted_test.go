@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,9 @@ func TestHostedEndToEnd(t *testing.T) {
 		t.Errorf("hosted logs show the secret:\n%s", out)
 	}
 	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--cpu", "0.25", "--memory", "64m", "--tool-prefix", "cli_")
+	if out := cli.ok("hosted", "show", "clifx"); !strings.Contains(out, `"tool_prefix": "cli_"`) {
+		t.Errorf("hosted add --tool-prefix cli_ did not register the prefix:\n%s", out)
+	}
 	if out := cli.ok("hosted", "restart", "clifx"); !strings.Contains(out, "clifx") {
 		t.Errorf("hosted restart: %s", out)
 	}
@@ -228,5 +232,29 @@ func TestHostedLimits(t *testing.T) {
 	admin.fails(404, "not_found", "GET", "/api/v1/mcp/servers/refused", nil)
 	if left, err := eng.List(ctx, map[string]string{engine.LabelKind: "mcp_server"}); err != nil || len(left) != 2 {
 		t.Errorf("containers = %d, %v; want the two registered", len(left), err)
+	}
+}
+
+// TestHostedCLISynopsis (issue 20, item 10): every flag of a hosted
+// command is in the synopsis its help starts with (--tool-prefix of
+// hosted add was only in the flag list).
+func TestHostedCLISynopsis(t *testing.T) {
+	global := map[string]bool{"gateway": true, "url": true, "project": true, "p": true, "token": true, "json": true, "timeout": true}
+	for _, cmd := range hostedCommands {
+		var out strings.Builder
+		args := append(strings.Fields(cmd.name), "-h")
+		if err := run(context.Background(), args, func(string) string { return "" }, &out, io.Discard); err != nil {
+			t.Fatalf("run %v: %v", args, err)
+		}
+		for line := range strings.Lines(out.String()) {
+			name, ok := strings.CutPrefix(line, "  -")
+			if !ok {
+				continue
+			}
+			name, _, _ = strings.Cut(strings.TrimSpace(name), " ")
+			if !global[name] && !strings.Contains(cmd.args, "--"+name) {
+				t.Errorf("%s: --%s is not in the synopsis %q", cmd.name, name, cmd.args)
+			}
+		}
 	}
 }
