@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -162,13 +163,29 @@ func decodeCallParams(b []byte, p *callParams) error {
 // dispatch answers tools/list and tools/call for a session and returns
 // the complete response message. progress receives progress notification
 // params for this request (with the client's token).
+//
+// It returns nil for a call the client cancelled (notifications/cancelled):
+// the MCP specification says the receiver should not answer a cancelled
+// request, so each transport sends nothing for it (see postWriter.finish).
 func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, progress func(json.RawMessage)) []byte {
 	res, rpc := s.dispatchResult(ctx, session, m, progress)
+	if rpc == errNoResponse {
+		return nil
+	}
 	if rpc != nil {
 		return errorResponse(m.ID, rpc)
 	}
 	return response(m.ID, res)
 }
+
+// errClientCancelled is the cause of a call's context when the client
+// cancelled it with notifications/cancelled.
+var errClientCancelled = errors.New("cancelled by the client (notifications/cancelled)")
+
+// errNoResponse is dispatchResult's answer to a call the client
+// cancelled: none. Only a session's calls can be cancelled by id, so a
+// sessionless or 2026-07-28 request never gets it.
+var errNoResponse = &switchboard.RPCError{Code: switchboard.CodeInternalError, Message: "cancelled by the client"}
 
 // dispatchResult is dispatch's result or error before it is framed as a
 // response, so a 2026-07-28 request can add its protocol members first.
@@ -216,8 +233,8 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		if string(meta) == "null" {
 			meta = nil
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
 		// Ids identify a session's calls for notifications/cancelled; a
 		// sessionless call is cancelled only by dropping its request, so
 		// its id needs no slot (two scripts may both use id 1).
@@ -243,6 +260,10 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			rpc := switchboard.ToRPCError(err)
 			s.reqLog(ctx).Info("tool call failed", "tool", switchboard.Clip(*p.Name), "code", rpc.Code, "err", err, "duration", time.Since(start))
 			s.observe(ctx, session, *p.Name, args, switchboard.OutcomeError, rpc.Code, start)
+			if errors.Is(context.Cause(ctx), errClientCancelled) {
+				failCallSpan(span, rpc)
+				return nil, errNoResponse
+			}
 			return fail(rpc)
 		}
 		outcome := switchboard.OutcomeOK
@@ -253,6 +274,11 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		s.observe(ctx, session, *p.Name, args, outcome, 0, start)
 		if s.log.Enabled(ctx, slog.LevelDebug) { // no allocation when off
 			s.reqLog(ctx).Debug("tool call", "tool", switchboard.Clip(*p.Name), "outcome", outcome, "duration", time.Since(start))
+		}
+		if errors.Is(context.Cause(ctx), errClientCancelled) {
+			// The result came after the client gave up on it: it ignores
+			// any answer, and the spec says to send none.
+			return nil, errNoResponse
 		}
 		return res, nil
 	}
@@ -301,7 +327,7 @@ func (s *Server) cancelled(session string, m *rpcMessage) {
 		return
 	}
 	if c, ok := s.inflight.Load(session + "\x00" + string(p.RequestID)); ok {
-		c.(context.CancelFunc)()
+		c.(context.CancelCauseFunc)(errClientCancelled)
 	}
 }
 

@@ -228,13 +228,16 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-ls.slots }()
 		switch {
 		case m.Method == "tools/list" || m.Method == "tools/call":
-			ls.send(s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
+			resp := s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
 				// Progress is advisory: dropped when the stream is backed up.
 				select {
 				case ls.out <- append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'):
 				default:
 				}
-			}))
+			})
+			if resp != nil { // nil: the client cancelled the call, which gets no answer
+				ls.send(resp)
+			}
 		case m.isNotification():
 			s.cancelled(ls.id, m)
 		case m.Method != "" && !mcpGoServes(m.Method):
