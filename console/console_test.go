@@ -506,8 +506,9 @@ var (
 // TestEditKeepsWhatTheFormMasked: a project token edits the description of
 // servers an admin configured, through the Edit form as a browser submits
 // it (the entry as shown, line breaks as CRLF). The admin's literal
-// credential, which the form showed masked, stays stored, and the stdio
-// server, whose entry is the admin's, takes the edit as well.
+// credential, which the form showed masked, stays stored. The stdio
+// server's edit is refused (403) and changes nothing: any change to a
+// stdio server is the admin's, as its deletion is.
 func TestEditKeepsWhatTheFormMasked(t *testing.T) {
 	g := newGateway(t, adminToken)
 	ctx := context.Background()
@@ -543,15 +544,19 @@ func TestEditKeepsWhatTheFormMasked(t *testing.T) {
 		shown := strings.ReplaceAll(html.UnescapeString(cfg[1]), "\n", "\r\n")
 		p := b.post("/ui/p/a/manage/server-update", url.Values{"csrf": {b.csrf("/ui/p/a/manage")}, "name": {name}, "new_name": {name},
 			"description": {"edited"}, "config": {shown}, "config_was": {html.UnescapeString(was[1])}})
-		if p.status != http.StatusSeeOther {
-			t.Errorf("editing %s's description: HTTP %d", name, p.status)
+		want, wantDesc := http.StatusSeeOther, "edited"
+		if name == "local" {
+			want, wantDesc = http.StatusForbidden, ""
+		}
+		if p.status != want {
+			t.Errorf("editing %s's description: HTTP %d, want %d", name, p.status, want)
 		}
 		rec, err := g.st.GetServer(ctx, "a", name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Description != "edited" {
-			t.Errorf("%s: description %q, want edited", name, rec.Description)
+		if rec.Description != wantDesc {
+			t.Errorf("%s: description %q, want %q", name, rec.Description, wantDesc)
 		}
 		if name == "remote" && !strings.Contains(string(rec.Config), "Bearer admin-literal-3") {
 			t.Errorf("remote: stored entry lost the admin's credential: %s", rec.Config)
