@@ -1,11 +1,14 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -41,6 +44,53 @@ type hostedJSON struct {
 		Origin string `json:"origin"`
 	} `json:"config"`
 	Stderr string `json:"stderr"`
+}
+
+// Live reports a container that runs, whose usage the engine can give.
+func (h hostedJSON) Live() bool {
+	return h.StartedAt != nil && (h.Status == "running" || h.Status == "starting" || h.Status == "unresponsive")
+}
+
+// coresLabel writes a CPU figure (percent of one core, as docker stats
+// gives it) in cores, the unit of the limit it stands beside.
+func coresLabel(percent float64) string {
+	c := percent / 100
+	switch {
+	case c <= 0:
+		return "0"
+	case c < 0.01:
+		return "<0.01"
+	}
+	return strconv.FormatFloat(c, 'f', 2, 64)
+}
+
+// usageTimeout bounds one server's usage read (the engine samples for
+// about a second), so a slow engine delays the page by that at most.
+const usageTimeout = 8 * time.Second
+
+// addUsage reads the usage of each live server of project p, which the
+// API's list leaves out (its per-server read samples the engine), a few
+// at a time. A server whose read fails or carries no figures keeps a nil
+// Usage, which the page shows as unknown.
+func (c *Console) addUsage(r *http.Request, p string, servers []hostedJSON) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range servers {
+		if !servers[i].Live() || servers[i].Usage != nil {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(r.Context(), usageTimeout)
+			defer cancel()
+			var one hostedJSON
+			if rp := c.getJSON(r.WithContext(ctx), apiHosted(p)+"/"+url.PathEscape(servers[i].Name), &one); rp.ok() {
+				servers[i].Usage = one.Usage
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Uptime is the container's uptime, rounded for reading.
@@ -106,6 +156,7 @@ func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, 
 	switch rp := c.getJSON(r, apiHosted(p), &list); {
 	case rp.ok():
 		d.Servers = list.Servers
+		c.addUsage(r, p, d.Servers)
 	case rp.status == http.StatusServiceUnavailable:
 		d.Unavailable = rp.message()
 	default:

@@ -3,12 +3,17 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/switchboard-mcp/switchboard"
 )
 
@@ -26,8 +31,9 @@ func (f *fakeHosted) Register(ctx context.Context, project string, reg switchboa
 	if reg.Name == "" || reg.Image == "" {
 		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrInvalid, "name and image are required")
 	}
+	started := time.Now().Add(-42 * time.Second)
 	st := switchboard.HostedStatus{ID: "h-" + reg.Name, Project: project, Name: reg.Name, Image: reg.Image, Status: switchboard.HostedRunning,
-		UptimeSeconds: 42, Usage: &switchboard.HostedUsage{CPUPercent: 1.5, MemoryBytes: 12 << 20}}
+		StartedAt: &started, UptimeSeconds: 42, Usage: &switchboard.HostedUsage{CPUPercent: 20, MemoryBytes: 12 << 20}}
 	f.servers[project+"/"+reg.Name] = st
 	return st, nil
 }
@@ -38,9 +44,11 @@ func (f *fakeHosted) List(ctx context.Context, project string) ([]switchboard.Ho
 	var out []switchboard.HostedStatus
 	for _, s := range f.servers {
 		if s.Project == project {
+			s.Usage = nil // as hosted.Service.List: only Get samples the engine
 			out = append(out, s)
 		}
 	}
+	slices.SortFunc(out, func(a, b switchboard.HostedStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -98,7 +106,7 @@ func TestHostedPage(t *testing.T) {
 		t.Fatalf("register: %d to %q\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 	p = b.get("/ui/p/a/hosted?logs=notes")
-	for _, want := range []string{`data-hosted="notes" data-status="running"`, "example/notes:1", "1.5%", "12.0 MiB", "&lt;b&gt;not markup&lt;/b&gt;"} {
+	for _, want := range []string{`data-hosted="notes" data-status="running"`, "example/notes:1", "0.20", "12.0 MiB", "&lt;b&gt;not markup&lt;/b&gt;"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("hosted page lacks %q", want)
 		}
@@ -140,5 +148,52 @@ func TestHostedOff(t *testing.T) {
 	p := g.browser(t).get("/ui/p/a/hosted")
 	if p.status != http.StatusOK || !strings.Contains(p.body, "hosted servers are not enabled on this gateway") {
 		t.Errorf("hosted page without hosted servers: %d", p.status)
+	}
+}
+
+// TestHostedUsage: the page shows each live server's CPU and memory use
+// beside its limits (the API's list carries none; the page reads each
+// server), and says plainly when usage is unknown or the server is not
+// running, instead of a bare "of 0.5 cores".
+func TestHostedUsage(t *testing.T) {
+	started := time.Now().Add(-time.Minute)
+	lim := switchboard.HostedEffectiveLimits{CPU: 0.5, MemoryBytes: 256 << 20}
+	f := &fakeHosted{servers: map[string]switchboard.HostedStatus{
+		"a/busy": {Project: "a", Name: "busy", Status: switchboard.HostedRunning, StartedAt: &started, Limits: lim,
+			Usage: &switchboard.HostedUsage{CPUPercent: 25, MemoryBytes: 40 << 20}},
+		"a/mute": {Project: "a", Name: "mute", Status: switchboard.HostedRunning, StartedAt: &started, Limits: lim},
+		"a/off":  {Project: "a", Name: "off", Status: switchboard.HostedStopped, Limits: lim},
+		"a/free": {Project: "a", Name: "free", Status: switchboard.HostedRunning, StartedAt: &started,
+			Usage: &switchboard.HostedUsage{CPUPercent: 0.5, MemoryBytes: 3 << 20}},
+	}}
+	g := newGateway(t, adminToken, f)
+	b := g.browser(t)
+	b.login(adminToken, "")
+	p := b.get("/ui/p/a/hosted")
+	if p.status != http.StatusOK {
+		t.Fatalf("hosted page: %d", p.status)
+	}
+	cell := regexp.MustCompile(`(?s)<td class="num usage">(.*?)</td>`)
+	tag := regexp.MustCompile(`<[^>]*>`)
+	got := map[string][]string{}
+	for _, name := range []string{"busy", "mute", "off", "free"} {
+		i := strings.Index(p.body, `data-hosted="`+name+`"`)
+		if i < 0 {
+			t.Fatalf("no row for %s", name)
+		}
+		row := p.body[i:]
+		row = row[:strings.Index(row, "</tr>")]
+		for _, m := range cell.FindAllStringSubmatch(row, -1) {
+			got[name] = append(got[name], html.UnescapeString(strings.Join(strings.Fields(tag.ReplaceAllString(m[1], "")), " ")))
+		}
+	}
+	want := map[string][]string{
+		"busy": {"0.25 of 0.5 cores", "40.0 MiB of 256.0 MiB"},
+		"mute": {"usage unknown; limit 0.5 cores", "usage unknown; limit 256.0 MiB"},
+		"off":  {"not running; limit 0.5 cores", "not running; limit 256.0 MiB"},
+		"free": {"<0.01 cores, no limit", "3.0 MiB, no limit"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("CPU and memory cells (-want +got):\n%s", d)
 	}
 }

@@ -116,6 +116,7 @@ var funcs = template.FuncMap{
 	},
 	"join":  strings.Join,
 	"bytes": bytesLabel,
+	"cores": coresLabel,
 	"add":   func(a, b int) int { return a + b },
 }
 
