@@ -171,6 +171,8 @@ func TestParseServersRejects(t *testing.T) {
 		"bad name":      `{"mcpServers": {"../etc": {"command": "x"}}}`,
 		"duplicate":     `{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		"bad timeout":   `{"mcpServers": {"a": {"command": "x", "callTimeout": "-1s"}}}`,
+		"huge timeout":  `{"mcpServers": {"a": {"command": "x", "callTimeout": "999999h"}}}`,
+		"timeout 1h1s":  `{"mcpServers": {"a": {"command": "x", "callTimeout": "1h0m1s"}}}`,
 		"unknown field": `{"mcpServers": {"a": {"command": "x", "args": "not-a-list"}}}`,
 		"servers array": `{"mcpServers": []}`,
 	}
@@ -179,6 +181,9 @@ func TestParseServersRejects(t *testing.T) {
 			_, err := ParseServers([]byte(file), envOf(nil))
 			if !errors.Is(err, switchboard.ErrInvalid) {
 				t.Errorf("err = %v; want ErrInvalid", err)
+			}
+			if strings.Contains(name, "timeout") && !strings.Contains(fmt.Sprint(err), "callTimeout") {
+				t.Errorf("err = %v; want it to name callTimeout", err)
 			}
 		})
 	}

@@ -32,6 +32,8 @@ func TestParseHosted(t *testing.T) {
 		"unknown field": `{"mcpServers": {"n": {"hosted": {"image": "x", "imgae": "y"}}}}`,
 		"other name":    `{"mcpServers": {"n": {"hosted": {"name": "m", "image": "x"}}}}`,
 		"origin":        `{"mcpServers": {"n": {"hosted": {"image": "x", "origin": "file"}}}}`,
+		// A hosted server runs as its image's user: there is no field to ask for root.
+		"user root": `{"mcpServers": {"n": {"hosted": {"image": "x", "user": "0:0"}}}}`,
 	} {
 		if _, err := ParseHosted([]byte(bad)); !errors.Is(err, switchboard.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)

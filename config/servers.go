@@ -14,6 +14,11 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
+// MaxCallTimeout bounds a server's callTimeout, as hosted servers'
+// call_timeout is bounded: a call that may run for days holds a session
+// slot and, on stdio, every call queued behind it.
+const MaxCallTimeout = time.Hour
+
 // maxServersFile bounds what ReadServers accepts; a servers file is a few KB.
 const maxServersFile = 4 << 20
 
@@ -206,8 +211,8 @@ func buildSpec(name string, raw json.RawMessage, getenv func(string) string) (*s
 	}
 	if fs.CallTimeout != "" {
 		d, err := time.ParseDuration(fs.CallTimeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("server %q: callTimeout %q must be a positive duration such as \"45s\"", name, fs.CallTimeout)
+		if err != nil || d <= 0 || d > MaxCallTimeout {
+			return nil, fmt.Errorf("server %q: callTimeout %q must be a positive duration up to 1h, such as \"45s\"", name, switchboard.Clip(fs.CallTimeout))
 		}
 		spec.CallTimeout = d
 	}

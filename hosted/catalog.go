@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -235,6 +236,9 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 	if strings.ContainsAny(raw.User, " \t\n\x00") {
 		return bad("user %q is not a user name or uid[:gid]", switchboard.Clip(raw.User))
 	}
+	if rootUser(raw.User) {
+		return bad("user %q is root; a catalog server runs as the image's user or a non-root one (\"1000:1000\")", switchboard.Clip(raw.User))
+	}
 	for _, v := range raw.Env {
 		if !envName.MatchString(v.Name) {
 			return bad("env name %q must be letters, digits and '_', not starting with a digit", switchboard.Clip(v.Name))
@@ -317,11 +321,39 @@ func catalogVolume(v string) (CatalogVolume, error) {
 	if !catalogVolumeName.MatchString(vol.Name) {
 		return vol, errors.New("the volume name must be letters, digits, '_', '.', '-'")
 	}
-	if !strings.HasPrefix(vol.Target, "/") || path.Clean(vol.Target) == "/" || strings.ContainsAny(vol.Target, ",\x00\n") {
-		return vol, errors.New("the container path must be absolute and not \"/\"")
+	if msg := containerPathProblem(vol.Target); msg != "" {
+		return vol, errors.New("the container path " + msg)
 	}
-	vol.Target = path.Clean(vol.Target)
 	return vol, nil
+}
+
+// rootUser reports whether a container user (name, uid, or either with
+// ":group") is root: "root", "0", "0:0", "root:staff", "00".
+func rootUser(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "root" || (name != "" && strings.Trim(name, "0") == "")
+}
+
+// containerPathProblem says what is wrong with a volume's container path,
+// or "": it must be absolute and clean ("/data", not "data" or
+// "/data/../etc"), and not "/" or the kernel's filesystems (/proc, /sys,
+// /dev) or anything under them, where a volume would hide or replace what
+// the runtime mounts there.
+func containerPathProblem(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, ":,\x00\n"):
+		return "must be an absolute path such as \"/data\""
+	case path.Clean(p) != p:
+		return "must be written clean, as " + strconv.Quote(path.Clean(p))
+	case p == "/":
+		return "must not be \"/\""
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev"} {
+		if p == sys || strings.HasPrefix(p, sys+"/") {
+			return "must not be " + sys + " or under it"
+		}
+	}
+	return ""
 }
 
 // SecretName is the project secret a catalog secret name reads: Docker's

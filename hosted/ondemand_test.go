@@ -38,7 +38,8 @@ registry:
     command: ["--store", "/data"]
     env: [{name: LOG_LEVEL, value: info}, {name: TOKEN, value: "${API_TOKEN}"}]
     secrets: [{name: memory.api_key, env: MEMORY_KEY}]
-    volumes: ["memory-data:/data", "cache:/cache:ro"]
+    user: "1000:0"
+    volumes: ["memory-data:/data", "cache:/cache:ro", "dev:/srv/dev"]
   hosted-elsewhere:
     type: remote
     remote: {url: "https://example.com/mcp"}
@@ -64,7 +65,7 @@ registry:
 	if m.Secrets["MEMORY_KEY"] != "memory_api_key" || m.Env["TOKEN"] != "${API_TOKEN}" {
 		t.Fatalf("secrets %v env %v", m.Secrets, m.Env)
 	}
-	wantVols := []hosted.CatalogVolume{{Name: "memory-data", Target: "/data"}, {Name: "cache", Target: "/cache", ReadOnly: true}}
+	wantVols := []hosted.CatalogVolume{{Name: "memory-data", Target: "/data"}, {Name: "cache", Target: "/cache", ReadOnly: true}, {Name: "dev", Target: "/srv/dev"}}
 	if !slices.Equal(m.Volumes, wantVols) {
 		t.Fatalf("volumes %+v, want %+v", m.Volumes, wantVols)
 	}
@@ -80,7 +81,18 @@ registry:
 		"dup env":        {"registry:\n  a: {image: x:1, env: [{name: A, value: b}, {name: A, value: c}]}\n", "listed twice"},
 		"two secrets":    {"registry:\n  a: {image: x:1, secrets: [{name: s, env: K}, {name: t, env: K}]}\n", "two secrets"},
 		"bad env name":   {"registry:\n  a: {image: x:1, env: [{name: 1A, value: b}]}\n", "env name"},
-		"root target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/\"]}\n", "absolute"},
+		"root target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/\"]}\n", `must not be "/"`},
+		"proc target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/proc\"]}\n", `volume "v:/proc": the container path must not be /proc`},
+		"sys subdir":     {"registry:\n  a: {image: x:1, volumes: [\"v:/sys/kernel:ro\"]}\n", "must not be /sys"},
+		"dev target":     {"registry:\n  a: {image: x:1, volumes: [\"v:/dev/shm\"]}\n", "must not be /dev"},
+		"rel target":     {"registry:\n  a: {image: x:1, volumes: [\"v:data\"]}\n", "absolute"},
+		"unclean target": {"registry:\n  a: {image: x:1, volumes: [\"v:/data/../proc\"]}\n", "clean"},
+		"user 0:0":       {"registry:\n  a: {image: x:1, user: \"0:0\"}\n", `"a": user "0:0" is root`},
+		"user 0":         {"registry:\n  a: {image: x:1, user: \"0\"}\n", "is root"},
+		"user root":      {"registry:\n  a: {image: x:1, user: root}\n", "is root"},
+		"user root:grp":  {"registry:\n  a: {image: x:1, user: \"root:staff\"}\n", "is root"},
+		"user 0:1000":    {"registry:\n  a: {image: x:1, user: \"0:1000\"}\n", "is root"},
+		"user 000":       {"registry:\n  a: {image: x:1, user: \"000\"}\n", "is root"},
 		"bad name":       {"registry:\n  \"a b\": {image: x:1}\n", "name must be"},
 		"not yaml":       {"registry: [\n", "catalog file"},
 		"two problems":   {"registry:\n  a: {type: server}\n  b: {image: \"bad image!\"}\n", `"b": image`},

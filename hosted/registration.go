@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/config"
 )
 
 // Defaults of a hosted server's limits, as the issue fixes them.
@@ -148,10 +149,10 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	}
 	var vols []string
 	for _, v := range reg.Volumes {
-		c := path.Clean(v)
-		if !strings.HasPrefix(v, "/") || c == "/" || strings.ContainsAny(v, ":,\x00\n") {
-			return p, invalid("hosted server %q: volume %q must be an absolute container path such as \"/data\" (not \"/\"; host paths are never mounted)", n, switchboard.Clip(v))
+		if msg := containerPathProblem(v); msg != "" {
+			return p, invalid("hosted server %q: volume %q %s (a container path; host paths are never mounted)", n, switchboard.Clip(v), msg)
 		}
+		c := path.Clean(v)
 		if slices.Contains(vols, c) {
 			return p, invalid("hosted server %q: volume %q is listed twice", n, c)
 		}
@@ -174,7 +175,7 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	p.callTimeout = DefaultCallTimeout
 	if reg.CallTimeout != "" {
 		d, err := time.ParseDuration(reg.CallTimeout)
-		if err != nil || d <= 0 || d > time.Hour {
+		if err != nil || d <= 0 || d > config.MaxCallTimeout {
 			return p, invalid("hosted server %q: call_timeout %q must be a positive duration up to 1h, such as \"45s\"", n, switchboard.Clip(reg.CallTimeout))
 		}
 		p.callTimeout = d

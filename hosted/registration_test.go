@@ -2,6 +2,7 @@ package hosted
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -40,7 +41,12 @@ func TestValidateRefuses(t *testing.T) {
 		"volume rel":     with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"data"} }),
 		"volume root":    with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/"} }),
 		"volume bind":    with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/host:/data"} }),
-		"volume twice":   with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/data", "/data/"} }),
+		"volume twice":   with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/data", "/data"} }),
+		"volume unclean": with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/data/../etc"} }),
+		"volume /proc":   with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/proc"} }),
+		"volume /sys/x":  with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/sys/fs/cgroup"} }),
+		"volume /dev":    with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{"/dev"} }),
+		"timeout huge":   with(func(r *switchboard.HostedRegistration) { r.CallTimeout = "999999h" }),
 		"host network":   with(func(r *switchboard.HostedRegistration) { r.Network = "host" }),
 		"timeout":        with(func(r *switchboard.HostedRegistration) { r.CallTimeout = "soon" }),
 		"port on stdio":  with(func(r *switchboard.HostedRegistration) { r.Port = 80 }),
@@ -53,6 +59,13 @@ func TestValidateRefuses(t *testing.T) {
 				t.Errorf("err = %v, want ErrInvalid", err)
 			}
 		})
+	}
+	// What is refused is named, not only refused.
+	for v, want := range map[string]string{"/proc/sys": "/proc or under it", "/data/": `as "/data"`, "data": "absolute"} {
+		_, err := newPlan(with(func(r *switchboard.HostedRegistration) { r.Volumes = []string{v} }))
+		if msg := switchboard.Message(err); !strings.Contains(msg, "volume") || !strings.Contains(msg, want) {
+			t.Errorf("volume %q: %q, want the field and %q", v, msg, want)
+		}
 	}
 }
 

@@ -906,7 +906,11 @@ func hostileAPIAdmin(t *testing.T, secret string, limit int) {
 		{name: "body is null", path: "/projects", body: `null`, status: 400, apiCode: "invalid"},
 		{name: "empty body", path: "/projects", body: ``, status: 400, apiCode: "invalid"},
 		{name: "whitespace body", method: "PUT", path: "/projects/acme/secrets/API_KEY", body: " \r\n\t", status: 400, apiCode: "invalid"},
-		{name: "deeply nested config", path: "/projects/acme/servers", body: `{"name":"n","config":{"url":"http://n.example","x":` + nested(20000) + `}}`, status: 400, apiCode: "invalid"},
+		{name: "deeply nested config", path: "/projects/acme/servers", body: `{"name":"n","config":{"url":"http://n.example","x":` + nested(20000) + `}}`, status: 400, apiCode: "invalid", check: func(t *testing.T, rep *rpcReply) {
+			if !bytes.Contains(rep.Body, []byte("nested more than 10000 levels deep")) || bytes.Contains(rep.Body, []byte("at byte")) {
+				t.Errorf("the answer does not say the body is nested too deep: %.300s", rep.Body)
+			}
+		}},
 
 		// Content-Type and size.
 		{name: "Content-Type text/plain", path: "/projects", header: ct("text/plain"), body: `{"id":"x"}`, status: 415, apiCode: "unsupported_media_type"},

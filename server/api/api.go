@@ -351,11 +351,17 @@ func (a *API) tooLarge() error {
 	return &statusError{http.StatusRequestEntityTooLarge, "too_large", "request body exceeds the limit of " + strconv.FormatInt(a.opts.MaxBodyBytes, 10) + " bytes (MCP_SERVER_MAX_BODY_BYTES)"}
 }
 
+// maxJSONDepth is encoding/json's nesting limit (maxNestingDepth).
+const maxJSONDepth = 10000
+
 // jsonProblem describes a decoding error without quoting the body.
 func jsonProblem(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), "exceeded max depth"):
+		// encoding/json's fixed limit; the offset would only say where.
+		return "it is nested more than " + strconv.Itoa(maxJSONDepth) + " levels deep"
 	case errors.As(err, &se):
 		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
 	case errors.As(err, &te):

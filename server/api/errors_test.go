@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,5 +54,25 @@ func TestStatusSaysWhatHappened(t *testing.T) {
 		if status, code, _ := toStatus(switchboard.Errorf(tt.err, "x")); status != tt.status || code != tt.code {
 			t.Errorf("%v: HTTP %d %s, want %d %s", tt.err, status, code, tt.status, tt.code)
 		}
+	}
+}
+
+// TestJSONProblemDepth: a body nested past encoding/json's limit is
+// described as such, not by the byte where the decoder gave up.
+func TestJSONProblemDepth(t *testing.T) {
+	var v any
+	body := strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1)
+	err := json.Unmarshal([]byte(body), &v)
+	if err == nil {
+		t.Fatal("encoding/json accepted a body past its nesting limit; maxJSONDepth is out of date")
+	}
+	if got, want := jsonProblem(err), "it is nested more than 10000 levels deep"; got != want {
+		t.Errorf("jsonProblem = %q, want %q", got, want)
+	}
+	if err := json.Unmarshal([]byte(strings.Repeat("[", maxJSONDepth)+strings.Repeat("]", maxJSONDepth)), &v); err != nil {
+		t.Errorf("%d levels: %v; maxJSONDepth is out of date", maxJSONDepth, err)
+	}
+	if got := jsonProblem(json.Unmarshal([]byte(`{"a":}`), &v)); got != "syntax error at byte 6" {
+		t.Errorf("jsonProblem of a syntax error = %q", got)
 	}
 }
