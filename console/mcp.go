@@ -64,7 +64,7 @@ func (c *Console) callTool(r *http.Request, project, tool string, args json.RawM
 	res.OK = !body.IsError
 	for _, ct := range body.Content {
 		if ct.Type == "text" {
-			res.Text = append(res.Text, ct.Text)
+			res.Text = append(res.Text, newTextItem(ct.Text))
 		}
 	}
 	var b bytes.Buffer

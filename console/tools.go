@@ -42,8 +42,8 @@ type tryResult struct {
 	IsError bool   // a tool error (isError: true)
 	Error   string // a JSON-RPC or transport error
 	Code    int
-	Text    []string // text content items
-	JSON    string   // the whole result, indented
+	Text    []textItem // text content items
+	JSON    string     // the whole result, indented
 	// Denied is the endpoint's refusal of the session (401, 403), which
 	// is shown as a page's would be.
 	Denied reply
@@ -309,4 +309,25 @@ func formArguments(props []propView, r *http.Request) (json.RawMessage, error) {
 	}
 	b, _ := json.Marshal(args)
 	return b, nil
+}
+
+// textItem is one text content item of a result as the page shows it.
+type textItem struct {
+	Body string
+	JSON bool // the whole text is a JSON object or array, shown indented
+}
+
+// newTextItem keeps a text as it came, line breaks and all, unless the
+// whole text is a JSON object or array (many tools answer so, on one
+// line): that is indented to be read.
+func newTextItem(text string) textItem {
+	t := strings.TrimSpace(text)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return textItem{Body: text}
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(t), "", "  ") != nil {
+		return textItem{Body: text}
+	}
+	return textItem{Body: b.String(), JSON: true}
 }

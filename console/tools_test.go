@@ -63,3 +63,42 @@ func TestFormArguments(t *testing.T) {
 		}
 	}
 }
+
+func TestNewTextItem(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   string
+		want textItem
+	}{
+		"text kept as it came":       {in: "line one\n  line two\n", want: textItem{Body: "line one\n  line two\n"}},
+		"a JSON scalar is text":      {in: "42", want: textItem{Body: "42"}},
+		"not quite JSON is text":     {in: `{"a": 1`, want: textItem{Body: `{"a": 1`}},
+		"a JSON object is indented":  {in: `{"a":1,"b":[2]}`, want: textItem{Body: "{\n  \"a\": 1,\n  \"b\": [\n    2\n  ]\n}", JSON: true}},
+		"a JSON array, spaces round": {in: " [1]\n", want: textItem{Body: "[\n  1\n]", JSON: true}},
+	} {
+		if d := cmp.Diff(tc.want, newTextItem(tc.in)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
+	}
+}
+
+// TestTryResultMarkup: a try-it result shows each text item in its own
+// pre.text with its line breaks, a JSON text indented (pre.text.json), and
+// the whole result indented in pre.json, the classes style.css gives
+// wrapping only between words (text) or none with scrolling (JSON).
+func TestTryResultMarkup(t *testing.T) {
+	c := New(Options{})
+	res := &tryResult{OK: true, Text: []textItem{newTextItem("first line\nsecond line"), newTextItem(`{"stdout":"hi"}`)},
+		JSON: "{\n  \"isError\": false\n}"}
+	v := &view{Project: "a", CSRF: "x", Data: newToolsData([]toolView{{Name: "t", Server: "s", Result: res}}, "t")}
+	rec := httptest.NewRecorder()
+	c.render(rec, 200, "tools", v)
+	for _, want := range []string{
+		"<pre class=\"text\">first line\nsecond line</pre>",
+		"<pre class=\"text json\">{\n  &#34;stdout&#34;: &#34;hi&#34;\n}</pre>",
+		"<pre class=\"json\">{\n  &#34;isError&#34;: false\n}</pre>",
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("try-it result lacks %q", want)
+		}
+	}
+}

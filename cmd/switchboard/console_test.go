@@ -122,6 +122,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if text = read("echo result", chromedp.Text(css(`#tool-echo .result pre.text`))); text != "hello from the console" {
 		t.Errorf("echo result %q", text)
 	}
+	// The text wraps only between words and the whole result keeps its
+	// indentation on unwrapped lines, scrolling: both wrapped mid-word.
+	style := `(() => { const s = q => { const c = getComputedStyle(document.querySelector(q));
+		return [c.whiteSpace, c.wordBreak, c.overflowWrap, c.overflowX].join(" ") };
+		return s("#tool-echo .result pre.text") + " | " + s("#tool-echo .result pre.json") })()`
+	if got, want := read("result styles", chromedp.Evaluate[string](style)), "pre-wrap normal normal auto | pre normal normal auto"; got != want {
+		t.Errorf("try-it result styles (white-space, word-break, overflow-wrap, overflow-x of text | whole result) = %q, want %q", got, want)
+	}
 	shot("3-tools")
 
 	// Overview: one healthy, one failing server.
