@@ -10,7 +10,8 @@ import (
 // MCP server in a container (POST /api/v1/mcp/servers, `switchboard hosted
 // add`, a "hosted" entry of the servers file). It is stored as the Config of
 // a Workspace row with ContainerType ContainerMCPServer; environment values
-// keep their `${SECRET}` references, so no secret value reaches the row.
+// keep their `${SECRET}` references, so no secret value reaches the row,
+// and the hosted package seals every literal value before storing it.
 type HostedRegistration struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`

@@ -53,6 +53,10 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 			if bytes.Equal(oldCfg, cfg) {
 				continue
 			}
+			if cfg, err = encodeRow(s.opts.Box, project, p.reg); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			row, err := s.st.GetWorkspace(ctx, old.id)
 			if err != nil {
 				errs = append(errs, err)
@@ -67,6 +71,10 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 			started = append(started, s.install(row, p))
 			s.log.Info("hosted server of the servers file changed; new container", "server", p.reg.Name)
 		default:
+			if cfg, err = encodeRow(s.opts.Box, project, p.reg); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
 				Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
 			if err != nil {

@@ -1,7 +1,6 @@
 package hosted
 
 import (
-	"encoding/json"
 	"path"
 	"regexp"
 	"slices"
@@ -220,13 +219,4 @@ func (p plan) summary() switchboard.HostedConfigSummary {
 		RestartPolicy: p.reg.RestartPolicy, Environment: env, Volumes: p.reg.Volumes, Network: p.reg.Network,
 		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Origin: p.reg.Origin,
 	}
-}
-
-// decodeRow reads the registration stored in a row's Config.
-func decodeRow(w switchboard.Workspace) (plan, error) {
-	var reg switchboard.HostedRegistration
-	if err := json.Unmarshal(w.Config, &reg); err != nil {
-		return plan{}, switchboard.Errorf(switchboard.ErrConfig, "hosted server row %s: stored configuration is not a registration", w.ID)
-	}
-	return newPlan(reg)
 }

@@ -61,6 +61,10 @@ type Options struct {
 	// Secrets returns a project's decrypted secrets, for `${NAME}` in
 	// environment values.
 	Secrets func(ctx context.Context, project string) (map[string]string, error)
+	// Box seals the literal environment values of the registrations it
+	// stores (storedRegistration) and opens them again; nil keeps them in
+	// clear (tests).
+	Box Sealer
 	// NameTaken reports whether another (non-hosted) server of the project
 	// already uses name.
 	NameTaken func(ctx context.Context, project, name string) bool
@@ -175,10 +179,13 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	projects := map[string]bool{}
 	for _, row := range rows {
-		p, err := decodeRow(row)
+		p, inClear, err := decodeRow(s.opts.Box, row)
 		if err != nil {
 			s.log.Error("hosted server not started: stored registration is invalid", "hosted_id", row.ID, "err", err)
 			continue
+		}
+		if inClear && s.opts.Box != nil {
+			row = s.sealRow(ctx, row, p)
 		}
 		sup := newSupervisor(s, row, p)
 		s.mu.Lock()
@@ -289,7 +296,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 			return switchboard.HostedStatus{}, err
 		}
 	}
-	cfg, err := json.Marshal(p.reg)
+	cfg, err := encodeRow(s.opts.Box, project, p.reg)
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
@@ -347,6 +354,23 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
 	return sup.status(), nil
+}
+
+// sealRow rewrites a row written before literal environment values were
+// sealed in the new form. A failure leaves the row as it was (it still
+// reads) and is retried at the next start.
+func (s *Service) sealRow(ctx context.Context, row switchboard.Workspace, p plan) switchboard.Workspace {
+	cfg, err := encodeRow(s.opts.Box, row.ProjectID, p.reg)
+	if err == nil {
+		next := row
+		next.Config = cfg
+		if next, err = s.st.UpdateWorkspace(ctx, next); err == nil {
+			s.log.Info("hosted server's literal environment values are now stored sealed", "project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID)
+			return next
+		}
+	}
+	s.log.Warn("hosted server's literal environment values are still stored in clear; retried at the next start", "hosted_id", row.ID, "err", err)
+	return row
 }
 
 // checkSecrets refuses references to secrets the project lacks.

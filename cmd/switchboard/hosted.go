@@ -76,7 +76,7 @@ func derivedInstanceName(cfg config.Config) string {
 // engine client. An engine that does not answer is a warning: the gateway
 // serves everything else and each hosted server reports why it waits.
 // hub is read when the service first needs it, after it is built.
-func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, eng *engine.Engine, hub func() *projects.Hub) *hostedRuntime {
+func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, eng *engine.Engine, box hosted.Sealer, hub func() *projects.Hub) *hostedRuntime {
 	mgr := func(p string) (hosted.Upstreams, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -84,6 +84,7 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 	}
 	opts := hosted.Options{
 		Store:     st,
+		Box:       box,
 		Upstreams: mgr,
 		Secrets:   func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
 		NameTaken: func(ctx context.Context, p, name string) bool { return hub().NameTaken(ctx, p, name) },

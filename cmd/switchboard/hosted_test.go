@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,9 +50,9 @@ func TestHostedEndToEnd(t *testing.T) {
 	var created switchboard.HostedStatus
 	admin.must(201, "POST", "/api/v1/mcp/servers", map[string]any{
 		"name": "apifx", "image": image, "tool_prefix": "api_",
-		"environment": map[string]string{"FX_TOKEN": "${FX_TOKEN}"},
+		"environment": map[string]string{"FX_TOKEN": "${FX_TOKEN}", "FX_LITERAL": "lit-e2e-5432"},
 	}, &created)
-	if created.ID == "" || created.Config.Environment[0] != "FX_TOKEN" {
+	if created.ID == "" || strings.Join(created.Config.Environment, ",") != "FX_LITERAL,FX_TOKEN" {
 		t.Errorf("created = %+v", created)
 	}
 	for _, name := range []string{"apifx", "filefx"} {
@@ -62,7 +66,7 @@ func TestHostedEndToEnd(t *testing.T) {
 		Servers []switchboard.HostedStatus `json:"servers"`
 	}
 	raw := admin.must(200, "GET", "/api/v1/projects/default/mcp/servers", nil, &list)
-	if len(list.Servers) != 2 || strings.Contains(string(raw), "tok-e2e") {
+	if len(list.Servers) != 2 || strings.Contains(string(raw), "tok-e2e") || strings.Contains(string(raw), "lit-e2e") {
 		t.Errorf("list = %s", raw)
 	}
 
@@ -91,8 +95,23 @@ func TestHostedEndToEnd(t *testing.T) {
 		t.Fatalf("api_echo: %v", err)
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "api_env", Arguments: map[string]any{}})
-	if err != nil || !strings.Contains(text(t, res), "FX_TOKEN=tok-e2e-9876") {
+	if err != nil || !strings.Contains(text(t, res), "FX_TOKEN=tok-e2e-9876") || !strings.Contains(text(t, res), "FX_LITERAL=lit-e2e-5432") {
 		t.Fatalf("api_env: %v", err)
+	}
+	// The literal value is stored sealed: nothing in the data directory
+	// (the database and its journal) holds it in clear.
+	err = filepath.WalkDir(g.dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte("lit-e2e-5432")) {
+			t.Errorf("%s holds a hosted server's literal environment value in clear", filepath.Base(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Logged like any other call.
 	calls := admin.waitCalls("default", "?server=apifx", 2)
@@ -131,7 +150,7 @@ func TestHostedEndToEnd(t *testing.T) {
 	if out := cli.ok("hosted", "ls"); !strings.Contains(out, "apifx") || !strings.Contains(out, "running") || !strings.Contains(out, "filefx") {
 		t.Errorf("hosted ls:\n%s", out)
 	}
-	if out := cli.ok("hosted", "show", "apifx"); !strings.Contains(out, `"status": "running"`) || strings.Contains(out, "tok-e2e") {
+	if out := cli.ok("hosted", "show", "apifx"); !strings.Contains(out, `"status": "running"`) || strings.Contains(out, "tok-e2e") || strings.Contains(out, "lit-e2e") {
 		t.Errorf("hosted show:\n%s", out)
 	}
 	if out := cli.ok("hosted", "logs", "apifx", "--tail", "5"); strings.Contains(out, "tok-e2e") {

@@ -179,7 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	met := metrics.New()
 	observers = append(observers, met)
 	var hub *projects.Hub
-	hr := newHosted(ctx, cfg, log, st, eng, func() *projects.Hub { return hub })
+	hr := newHosted(ctx, cfg, log, st, eng, box, func() *projects.Hub { return hub })
 	met.Hosted(hr.svc.All)
 	cat, err := newCatalog(ctx, cfg, log, eng, func() *projects.Hub { return hub })
 	if err != nil {

@@ -883,12 +883,16 @@ func (a *API) secretOfCommand(r *http.Request, project, name string) error {
 		return err
 	}
 	for _, w := range hosted {
-		if ref.Match(w.Config) {
+		// secret_refs lists the references of values the row stores
+		// sealed ("Bearer ${TOKEN}"), which the text no longer shows
+		// (hosted's storedRegistration).
+		var reg struct {
+			Name       string   `json:"name"`
+			SecretRefs []string `json:"secret_refs"`
+		}
+		_ = json.Unmarshal(w.Config, &reg)
+		if ref.Match(w.Config) || slices.Contains(reg.SecretRefs, name) {
 			if err := a.hostAllowed(r); err != nil {
-				var reg struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal(w.Config, &reg)
 				return switchboard.Errorf(switchboard.ErrForbidden, "secret %q is used by hosted server %q, which runs a container on the gateway host; changing it needs the admin token", name, reg.Name)
 			}
 		}

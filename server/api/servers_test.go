@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -173,4 +174,16 @@ func TestSecretOfHostedServerAdminOnly(t *testing.T) {
 	mustStatus(t, tenant, "PUT", path+"OTHER", `{"value":"tenant-value"}`, http.StatusOK)
 	mustStatus(t, tenant, "DELETE", path+"OTHER", "", http.StatusNoContent)
 	mustStatus(t, admin, "DELETE", path+"GH_TOKEN", "", http.StatusNoContent)
+
+	// A value the row stores sealed ("Bearer ${DB_PASS}") no longer shows
+	// its reference; the row's secret_refs does, and counts the same.
+	sealed := `{"name":"db","image":"example/db:1","sealed_environment":{"AUTH":"AQID"},"secret_refs":["DB_PASS"]}`
+	if _, err := st.CreateWorkspace(context.Background(), switchboard.Workspace{ProjectID: "default", ContainerType: switchboard.ContainerMCPServer,
+		Image: "example/db:1", Config: json.RawMessage(sealed), Status: switchboard.HostedStarting, Provider: "docker"}); err != nil {
+		t.Fatal(err)
+	}
+	if w := send(tenant, "PUT", path+"DB_PASS", `{"value":"tenant-value"}`); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), `hosted server \"db\"`) {
+		t.Errorf("project token PUT of a secret a sealed value references: HTTP %d %s, want 403 naming the server", w.Code, w.Body)
+	}
+	mustStatus(t, admin, "PUT", path+"DB_PASS", `{"value":"admin-value"}`, http.StatusOK)
 }
