@@ -371,7 +371,9 @@ func loopDevices(img string) []string {
 	var devs []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err == nil && strings.TrimSpace(string(b)) == img {
+		// A deleted image (its directory removed first) still backs the
+		// device, shown as "<path> (deleted)".
+		if err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == img {
 			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
 		}
 	}

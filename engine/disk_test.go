@@ -18,7 +18,6 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
-	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // diskEngine returns a real engine with sized volumes in a fresh disk
@@ -28,34 +27,7 @@ import (
 // SWITCHBOARD_TEST_REQUIRE names "loopdisk".
 func diskEngine(t testing.TB) (*engine.Engine, string) {
 	t.Helper()
-	base := enginetest.New(t)
-	dir := filepath.Join(t.TempDir(), "disks")
-	e, err := engine.New(engine.Options{Instance: base.Instance(), DiskDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.DiskLimits(); err != nil {
-		testenv.Need(t, "loopdisk", false, err.Error())
-	}
-	t.Cleanup(func() {
-		// Before enginetest's cleanup: volumes go through this engine so
-		// their loop devices and images go too, once no container holds
-		// them.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		list, _ := e.List(ctx, nil)
-		for _, c := range list {
-			_ = e.Remove(ctx, c.ID)
-		}
-		vols, _ := e.ListVolumes(ctx, nil)
-		for _, v := range vols {
-			if err := e.RemoveVolume(ctx, v.Name); err != nil {
-				t.Errorf("cleanup volume %s: %v", v.Name, err)
-			}
-		}
-		_ = e.Close()
-	})
-	return e, dir
+	return enginetest.Disks(t, enginetest.New(t))
 }
 
 // TestSizedVolume: a program that writes past the limit gets ENOSPC, its
@@ -249,6 +221,38 @@ func TestRemoveSizedVolumeWithoutDiskDir(t *testing.T) {
 	if devs := loopsUnder(dir); len(devs) != 0 {
 		t.Errorf("loop devices left: %v", devs)
 	}
+
+	// Its image deleted first (a test's temporary directory went before
+	// its cleanup): the loop device, backed by the deleted file, goes too.
+	if err := e.CreateSizedVolume(ctx, vol, nil, engine.Disk{Bytes: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, vol+".img")
+	devs := loopDevicesOf(img)
+	if len(devs) != 1 {
+		t.Fatalf("loop devices of %s: %v, want one", img, devs)
+	}
+	if err := os.Remove(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.RemoveVolume(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(devs[0]), "loop", "backing_file")); err == nil && strings.Contains(string(b), img) {
+		t.Errorf("%s still backed by the deleted image: %s", devs[0], b)
+	}
+}
+
+// loopDevicesOf lists the loop devices backed by img, deleted or not.
+func loopDevicesOf(img string) []string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var devs []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == img {
+			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
+		}
+	}
+	return devs
 }
 
 // TestSizedVolumeRefused: bad arguments are ErrInvalid before anything

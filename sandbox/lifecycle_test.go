@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
-	"github.com/switchboard-mcp/switchboard/internal/testenv"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/sandbox"
 )
 
@@ -582,31 +581,7 @@ func TestLastUsedAndHistory(t *testing.T) {
 // "loopdisk".
 func withDisks(t *testing.T, o *sandbox.Options) {
 	t.Helper()
-	base := o.Engine.(*engine.Engine)
-	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: filepath.Join(t.TempDir(), "disks")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.DiskLimits(); err != nil {
-		testenv.Need(t, "loopdisk", false, err.Error())
-	}
-	t.Cleanup(func() {
-		// After the service closed, before the engine's cleanup: volumes
-		// go through this engine, so their loop devices and images too.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := e.RemoveOwned(ctx, nil); err != nil {
-			t.Errorf("cleanup containers: %v", err)
-		}
-		vols, _ := e.ListVolumes(ctx, nil)
-		for _, v := range vols {
-			if err := e.RemoveVolume(ctx, v.Name); err != nil {
-				t.Errorf("cleanup volume %s: %v", v.Name, err)
-			}
-		}
-		_ = e.Close()
-	})
-	o.Engine = e
+	o.Engine, _ = enginetest.Disks(t, o.Engine.(*engine.Engine))
 }
 
 // TestWorkspaceSize: a program that writes past the workspace's size gets

@@ -151,3 +151,36 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 	built[pkg] = ref
 	return ref
 }
+
+// Disks returns an engine like base (its instance, host and owner) that
+// makes sized volumes in a fresh disk directory, and that directory. A
+// host where sized volumes cannot work skips the test, or fails it when
+// SWITCHBOARD_TEST_REQUIRE names "loopdisk". When t ends, before base's
+// cleanup, its containers and volumes go through it, so their loop
+// devices and images go too.
+func Disks(t testing.TB, base *engine.Engine) (*engine.Engine, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "disks")
+	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DiskLimits(); err != nil {
+		testenv.Need(t, "loopdisk", false, err.Error())
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.RemoveOwned(ctx, nil); err != nil {
+			t.Errorf("cleanup containers: %v", err)
+		}
+		vols, _ := e.ListVolumes(ctx, nil)
+		for _, v := range vols {
+			if err := e.RemoveVolume(ctx, v.Name); err != nil {
+				t.Errorf("cleanup volume %s: %v", v.Name, err)
+			}
+		}
+		_ = e.Close()
+	})
+	return e, dir
+}
