@@ -2,12 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -18,78 +13,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/sandbox"
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
-
-const sandboxUsage = `Usage:
-  switchboard sandbox enable | disable   serve the project's sandbox tools, or not (admin API)
-  switchboard sandbox build-image [--cache-dir DIR] [--no-latest]
-      assemble the sandbox image (python3, node, sh/bash, coreutils) from Debian's
-      packages with apt-get and dpkg-deb, import it into the Docker engine
-      (DOCKER_HOST) as switchboard-sandbox:<content hash>, and point
-      switchboard-sandbox:latest (the default MCP_SERVER_SANDBOX_IMAGE_PYTHON
-      and _NODE) at it. An image already present is reused.
-`
-
-// runSandbox runs the local `switchboard sandbox ...` commands: they talk
-// to the Docker engine, not to a running gateway.
-func runSandbox(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fmt.Fprint(stdout, sandboxUsage)
-		if len(args) == 0 {
-			return errors.New("sandbox: missing subcommand")
-		}
-		return nil
-	}
-	if args[0] == "enable" || args[0] == "disable" {
-		return runCLI(ctx, append([]string{"sandbox"}, args...), getenv, os.Stdin, stdout, stderr)
-	}
-	if args[0] != "build-image" {
-		fmt.Fprint(stderr, sandboxUsage)
-		return fmt.Errorf("sandbox: unknown subcommand %q", args[0])
-	}
-	fs := flag.NewFlagSet("sandbox build-image", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cacheDir := fs.String("cache-dir", "", "where downloaded .deb files are kept (default: the user cache directory)")
-	noLatest := fs.Bool("no-latest", false, "do not move switchboard-sandbox:latest to the new image")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	cfg, err := config.Load(getenv)
-	if err != nil {
-		return fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	e, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: derivedInstanceName(cfg)})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	if err := e.Ping(ctx); err != nil {
-		return fmt.Errorf("%s (set DOCKER_HOST)", switchboard.Message(err))
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	start := time.Now()
-	res, err := (&sandbox.Builder{Engine: e, CacheDir: *cacheDir, Logger: log}).Build(ctx)
-	if err != nil {
-		return err
-	}
-	how := fmt.Sprintf("built in %s", time.Since(start).Round(100*time.Millisecond))
-	if res.Reused {
-		how = "already present"
-	}
-	fmt.Fprintf(stdout, "%s (%d packages, %s)\n", res.Ref, len(res.Packages), how)
-	if !*noLatest {
-		latest := sandbox.ImageRepository + ":latest"
-		if err := e.TagImage(ctx, res.Ref, latest); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s now points to it (the default of MCP_SERVER_SANDBOX_IMAGE_PYTHON and MCP_SERVER_SANDBOX_IMAGE_NODE)\n", latest)
-	} else {
-		fmt.Fprintf(stdout, "set MCP_SERVER_SANDBOX_IMAGE_PYTHON=%s and MCP_SERVER_SANDBOX_IMAGE_NODE=%s\n", res.Ref, res.Ref)
-	}
-	return nil
-}
 
 // sandboxRuntime is the gateway's sandbox: the service, the engine it
 // uses, and which projects serve its tools. A project's switch is kept
