@@ -28,7 +28,7 @@ func TestDependenciesPointInward(t *testing.T) {
 		}
 	}
 	const mod = "github.com/switchboard-mcp/switchboard/"
-	forbidden := []string{"os/exec", "github.com/jackc/pgx", "github.com/docker/", "github.com/moby/", mod + "upstreams", mod + "config", mod + "engine", mod + "hosted", mod + "sandbox"}
+	forbidden := []string{"os/exec", "github.com/jackc/pgx", "github.com/docker/", "github.com/moby/", mod + "upstreams", mod + "config", mod + "engine", mod + "hosted", mod + "catalog", mod + "sandbox"}
 	// The admin API is part of the edge: it checks a server entry through
 	// the gateway (api.Projects) instead of importing config.
 	for _, pkg := range []string{"./server", "./server/api"} {

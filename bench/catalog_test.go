@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
-	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
 // BenchmarkCatalogPerCall measures a catalog server with longLived: false
@@ -31,7 +31,7 @@ import (
 func BenchmarkCatalogPerCall(b *testing.B) {
 	eng := enginetest.New(b)
 	image := enginetest.GoImage(b, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  callfix: {image: %q, disableNetwork: true}\n", image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  callfix: {image: %q, disableNetwork: true}\n", image)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func BenchmarkCatalogPerCall(b *testing.B) {
 	}{{"cold", 0, false}, {"warm", 2, true}, {"burst", 2, false}} {
 		b.Run(mode.name, func(b *testing.B) {
 			ctx := context.Background()
-			o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, WarmPool: mode.warm, Version: "bench"})
+			o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, WarmPool: mode.warm, Version: "bench"})
 			defer func() { _ = o.Close(ctx) }()
 			if _, err := o.Add(ctx, "p", "s", "callfix", nil); err != nil {
 				b.Fatal(err)

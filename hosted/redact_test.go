@@ -22,12 +22,12 @@ func TestRedactEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := redactEnv(tt.in, env)
+			got := RedactEnv(tt.in, env)
 			if got != tt.want {
-				t.Errorf("redactEnv(%q) = %q, want %q", tt.in, got, tt.want)
+				t.Errorf("RedactEnv(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 			if strings.Contains(got, v[20:]) {
-				t.Errorf("redactEnv(%q) shows a piece of the value: %q", tt.in, got)
+				t.Errorf("RedactEnv(%q) shows a piece of the value: %q", tt.in, got)
 			}
 		})
 	}

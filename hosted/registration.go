@@ -4,6 +4,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,19 +21,21 @@ const (
 	DefaultCallTimeout = 30 * time.Second
 )
 
-// Bounds on what a registration may ask for.
+// Bounds on what a registration (or a catalog entry) may ask for.
 const (
-	maxVolumes = 16
-	maxEnv     = 256
-	maxArgs    = 256
+	MaxVolumes = 16
+	MaxEnv     = 256
+	MaxArgs    = 256
 )
 
+// Patterns of a server name, an environment variable's name and an image
+// reference, in a registration or a catalog entry.
 var (
-	validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	// imageRef is loose on purpose (the engine has the last word) but
+	ValidName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	EnvName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	// ImageRef is loose on purpose (the engine has the last word) but
 	// refuses whitespace and control characters, which no reference has.
-	imageRef    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+	ImageRef    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
 	networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
@@ -76,21 +79,21 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	if reg.Name == "" {
 		return p, invalid("name is required")
 	}
-	if !validName.MatchString(reg.Name) {
+	if !ValidName.MatchString(reg.Name) {
 		return p, invalid("name %q must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(reg.Name))
 	}
 	n := reg.Name
 	if reg.Image == "" {
 		return p, invalid("hosted server %q: image is required (an image present on the Docker engine, such as \"mcp/fetch:1.0\")", n)
 	}
-	if !imageRef.MatchString(reg.Image) {
+	if !ImageRef.MatchString(reg.Image) {
 		return p, invalid("hosted server %q: image %q is not a valid image reference", n, switchboard.Clip(reg.Image))
 	}
 	if strings.ContainsAny(reg.Command, "\x00\n") {
 		return p, invalid("hosted server %q: command must be one line of text", n)
 	}
-	if len(reg.Args) > maxArgs {
-		return p, invalid("hosted server %q: at most %d args", n, maxArgs)
+	if len(reg.Args) > MaxArgs {
+		return p, invalid("hosted server %q: at most %d args", n, MaxArgs)
 	}
 	for _, a := range reg.Args {
 		if strings.ContainsRune(a, 0) {
@@ -127,11 +130,11 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	default:
 		return p, invalid("hosted server %q: restart_policy %q is not one of \"always\", \"on-failure\", \"never\"", n, switchboard.Clip(reg.RestartPolicy))
 	}
-	if len(reg.Environment) > maxEnv {
-		return p, invalid("hosted server %q: at most %d environment variables", n, maxEnv)
+	if len(reg.Environment) > MaxEnv {
+		return p, invalid("hosted server %q: at most %d environment variables", n, MaxEnv)
 	}
 	for k, v := range reg.Environment {
-		if !envName.MatchString(k) {
+		if !EnvName.MatchString(k) {
 			return p, invalid("hosted server %q: environment variable name %q must be letters, digits and '_', not starting with a digit", n, switchboard.Clip(k))
 		}
 		if strings.ContainsRune(v, 0) {
@@ -143,12 +146,12 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 		return p, err
 	}
 	// Volumes: absolute container paths, unique, not the root.
-	if len(reg.Volumes) > maxVolumes {
-		return p, invalid("hosted server %q: at most %d volumes", n, maxVolumes)
+	if len(reg.Volumes) > MaxVolumes {
+		return p, invalid("hosted server %q: at most %d volumes", n, MaxVolumes)
 	}
 	var vols []string
 	for _, v := range reg.Volumes {
-		if msg := containerPathProblem(v); msg != "" {
+		if msg := ContainerPathProblem(v); msg != "" {
 			return p, invalid("hosted server %q: volume %q %s (a container path; host paths are never mounted)", n, switchboard.Clip(v), msg)
 		}
 		c := path.Clean(v)
@@ -179,7 +182,7 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 		}
 		p.callTimeout = d
 	}
-	if reg.ToolPrefix != "" && !validName.MatchString(reg.ToolPrefix) {
+	if reg.ToolPrefix != "" && !ValidName.MatchString(reg.ToolPrefix) {
 		return p, invalid("hosted server %q: tool_prefix %q must be letters, digits, '_', '-', '.'", n, switchboard.Clip(reg.ToolPrefix))
 	}
 	if reg.Origin != "" && reg.Origin != "file" {
@@ -219,4 +222,26 @@ func (p plan) summary() switchboard.HostedConfigSummary {
 		RestartPolicy: p.reg.RestartPolicy, Environment: env, Volumes: p.reg.Volumes, Network: p.reg.Network,
 		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Origin: p.reg.Origin,
 	}
+}
+
+// ContainerPathProblem says what is wrong with a volume's container path,
+// or "": it must be absolute and clean ("/data", not "data" or
+// "/data/../etc"), and not "/" or the kernel's filesystems (/proc, /sys,
+// /dev) or anything under them, where a volume would hide or replace what
+// the runtime mounts there.
+func ContainerPathProblem(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, ":,\x00\n"):
+		return "must be an absolute path such as \"/data\""
+	case path.Clean(p) != p:
+		return "must be written clean, as " + strconv.Quote(path.Clean(p))
+	case p == "/":
+		return "must not be \"/\""
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev"} {
+		if p == sys || strings.HasPrefix(p, sys+"/") {
+			return "must not be " + sys + " or under it"
+		}
+	}
+	return ""
 }

@@ -5,6 +5,8 @@
 // it by policy with crash-loop backoff, pings it when idle, and hands the
 // attach stream to the project's upstreams manager, which speaks MCP over
 // it like over a stdio child. The engine is reached only through engine/.
+// The catalog's servers (package catalog) are started with this package's
+// limits, validation rules and environment handling.
 package hosted
 
 import (
@@ -21,7 +23,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
-	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/engine"
 )
 
@@ -403,8 +404,8 @@ func labels(project, rowID, name string) map[string]string {
 
 var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-// volumeSlug turns s into text a volume name can hold, at most n bytes.
-func volumeSlug(s string, n int) string {
+// VolumeSlug turns s into text a volume name can hold, at most n bytes.
+func VolumeSlug(s string, n int) string {
 	slug := strings.Trim(volumeChars.ReplaceAllString(s, "_"), "_.-")
 	if len(slug) > n {
 		slug = slug[:n]
@@ -415,7 +416,7 @@ func volumeSlug(s string, n int) string {
 // volumeName is the named volume of one row and container path: stable,
 // so it survives restarts, crashes and gateway restarts.
 func volumeName(rowID, path string) string {
-	return "switchboard-" + rowID + "-" + volumeSlug(path, 40)
+	return "switchboard-" + rowID + "-" + VolumeSlug(path, 40)
 }
 
 // create makes a row's volumes (when missing) and a new container; any
@@ -492,31 +493,11 @@ func (s *Service) environment(ctx context.Context, project string, p plan) ([]st
 	if err != nil {
 		return nil, err
 	}
-	env, missing := expandEnv(p.reg.Environment, nil, vals)
+	env, missing := ExpandEnv(p.reg.Environment, nil, vals)
 	if len(missing) > 0 {
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: secret %s of project %q is missing; set it and restart the server", p.reg.Name, strings.Join(missing, ", "), project)
 	}
 	return env, nil
-}
-
-// expandEnv turns env (values with `${NAME}` references) and secretVars
-// (variable -> secret name) into "K=V" lines, sorted by variable, from a
-// project's secret values; missing lists the secrets it lacks, sorted.
-func expandEnv(env, secretVars, vals map[string]string) (lines, missing []string) {
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		v, miss := config.Expand(env[k], func(n string) string { return vals[n] })
-		missing = append(missing, miss...)
-		lines = append(lines, k+"="+v)
-	}
-	for _, k := range slices.Sorted(maps.Keys(secretVars)) {
-		v, ok := vals[secretVars[k]]
-		if !ok {
-			missing = append(missing, secretVars[k])
-		}
-		lines = append(lines, k+"="+v)
-	}
-	slices.Sort(missing)
-	return lines, slices.Compact(missing)
 }
 
 // engineInfo is the engine's Info (which the engine keeps a minute).

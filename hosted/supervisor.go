@@ -296,7 +296,7 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 	}
 	s.setLocked(switchboard.HostedStarting)
 	s.mu.Unlock()
-	s.log.Info("hosted server container started", "container", short(id))
+	s.log.Info("hosted server container started", "container", ShortID(id))
 	return exited, nil
 }
 
@@ -556,7 +556,7 @@ func (s *supervisor) removeContainer() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.svc.eng.Remove(ctx, id); err != nil {
-		s.log.Warn("removing the container", "container", short(id), "err", err)
+		s.log.Warn("removing the container", "container", ShortID(id), "err", err)
 	}
 }
 
@@ -568,7 +568,7 @@ func (s *supervisor) shutdown() {
 	if id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 		if err := s.svc.eng.Stop(ctx, id, timeout); err != nil {
-			s.log.Warn("stopping the container", "container", short(id), "err", err)
+			s.log.Warn("stopping the container", "container", ShortID(id), "err", err)
 		}
 		cancel()
 	}
@@ -731,7 +731,7 @@ func (s *supervisor) status() switchboard.HostedStatus {
 
 // redact hides the resolved environment's values (secrets) in text the
 // container produced. Called with mu held or before the env is shared.
-func (s *supervisor) redact(text string) string { return redactEnv(text, s.env) }
+func (s *supervisor) redact(text string) string { return RedactEnv(text, s.env) }
 
 var lineStart = regexp.MustCompile(`\n`)
 
@@ -747,7 +747,8 @@ func tail(s string, n int) string {
 	return strings.ToValidUTF8(s, "")
 }
 
-func short(id string) string {
+// ShortID is a container ID as logs show it: its first 12 characters.
+func ShortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]
 	}

@@ -7,9 +7,9 @@ import (
 	"os"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/engine"
-	"github.com/switchboard-mcp/switchboard/hosted"
 	"github.com/switchboard-mcp/switchboard/projects"
 	"github.com/switchboard-mcp/switchboard/server"
 	"github.com/switchboard-mcp/switchboard/upstreams"
@@ -22,7 +22,7 @@ const catalogServer = "mcp-catalog"
 // catalogRuntime is the on-demand catalog (MCP_SERVER_CATALOG); od is nil
 // when no catalog is configured.
 type catalogRuntime struct {
-	od *hosted.OnDemand
+	od *catalog.OnDemand
 }
 
 // newCatalog reads the catalog file and makes the service. A file that
@@ -35,7 +35,7 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 	if err != nil {
 		return nil, fmt.Errorf("MCP_SERVER_CATALOG: %w", err)
 	}
-	cat, err := hosted.ParseCatalog(f)
+	cat, err := catalog.ParseCatalog(f)
 	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("MCP_SERVER_CATALOG %s: %w", cfg.Hosted.Catalog, err)
@@ -43,7 +43,7 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 	for _, w := range cat.Warnings {
 		log.Warn(w, "catalog", cfg.Hosted.Catalog)
 	}
-	opts := hosted.OnDemandOptions{
+	opts := catalog.OnDemandOptions{
 		Catalog: cat, WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers,
 		Version: version, CallTimeout: cfg.CallTimeout, MaxMessageBytes: cfg.MaxMessageBytes, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
 		Secrets: func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
@@ -62,7 +62,7 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 	} else {
 		opts.Engine = eng
 	}
-	od := hosted.NewOnDemand(opts)
+	od := catalog.NewOnDemand(opts)
 	log.Info("catalog loaded", "file", cfg.Hosted.Catalog, "servers", len(cat.Entries), "skipped", len(cat.Warnings))
 	return &catalogRuntime{od: od}, nil
 }

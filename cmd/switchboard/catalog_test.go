@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/hosted"
@@ -51,7 +52,7 @@ func catalogGateway(t *testing.T) (*gateway, *engine.Engine) {
 // catalogContainersOf lists the engine's catalog containers by owner.
 func catalogContainersOf(t *testing.T, eng *engine.Engine) map[string][]string {
 	t.Helper()
-	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: hosted.KindCatalog})
+	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: catalog.KindCatalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +112,8 @@ func TestCatalogEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found struct {
-		Servers []hosted.FoundServer `json:"servers"`
-		Total   int                  `json:"total"`
+		Servers []catalog.FoundServer `json:"servers"`
+		Total   int                   `json:"total"`
 	}
 	structuredOf(t, res, &found)
 	if found.Total != 1 || found.Servers[0].Name != "callfix" || found.Servers[0].LongLived {
@@ -123,7 +124,7 @@ func TestCatalogEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var added hosted.AddResult
+	var added catalog.AddResult
 	structuredOf(t, res, &added)
 	// The fixture's echo is shadowed by the project's own "up" server.
 	if !added.LongLived || !slices.Contains(added.Tools, "write_file") || !slices.Contains(added.Shadowed, "echo") {
@@ -243,7 +244,7 @@ func TestCatalogLegacySession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var added hosted.AddResult
+	var added catalog.AddResult
 	structuredOf(t, res, &added)
 	select {
 	case <-changed:

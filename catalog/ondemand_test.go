@@ -1,4 +1,4 @@
-package hosted_test
+package catalog_test
 
 import (
 	"context"
@@ -12,147 +12,22 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
-func TestParseCatalog(t *testing.T) {
-	good := `
-name: docker-mcp
-displayName: Docker MCP Catalog
-registry:
-  fetch:
-    description: Fetches a URL
-    title: Fetch
-    type: server
-    image: mcp/fetch:1.0
-    icon: https://example.com/icon.png
-    tools: [{name: fetch}]
-    metadata: {category: web}
-  memory:
-    type: server
-    image: mcp/memory:1.0
-    longLived: true
-    disableNetwork: true
-    command: ["--store", "/data"]
-    env: [{name: LOG_LEVEL, value: info}, {name: TOKEN, value: "${API_TOKEN}"}]
-    secrets: [{name: memory.api_key, env: MEMORY_KEY}]
-    user: "1000:0"
-    volumes: ["memory-data:/data", "cache:/cache:ro", "dev:/srv/dev"]
-  hosted-elsewhere:
-    type: remote
-    remote: {url: "https://example.com/mcp"}
-`
-	c, err := hosted.ParseCatalog(strings.NewReader(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range c.Entries {
-		names = append(names, e.Name)
-	}
-	if !slices.Equal(names, []string{"fetch", "memory"}) {
-		t.Fatalf("entries %v, want fetch and memory (the remote one skipped)", names)
-	}
-	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "hosted-elsewhere") {
-		t.Fatalf("warnings %q, want one naming the skipped remote server", c.Warnings)
-	}
-	m := c.Entry("memory")
-	if !m.LongLived || m.Network != "none" || c.Entry("fetch").Network != "bridge" {
-		t.Fatalf("memory %+v / fetch network %q: want long-lived without network, fetch on bridge", m, c.Entry("fetch").Network)
-	}
-	if m.Secrets["MEMORY_KEY"] != "memory_api_key" || m.Env["TOKEN"] != "${API_TOKEN}" {
-		t.Fatalf("secrets %v env %v", m.Secrets, m.Env)
-	}
-	wantVols := []hosted.CatalogVolume{{Name: "memory-data", Target: "/data"}, {Name: "cache", Target: "/cache", ReadOnly: true}, {Name: "dev", Target: "/srv/dev"}}
-	if !slices.Equal(m.Volumes, wantVols) {
-		t.Fatalf("volumes %+v, want %+v", m.Volumes, wantVols)
-	}
-
-	bad := map[string]struct{ file, want string }{
-		"empty":          {"", "empty"},
-		"no registry":    {"name: x\n", "no servers"},
-		"unknown field":  {"registry:\n  a: {image: x:1, longlived: true}\n", "longlived"},
-		"no image":       {"registry:\n  a: {type: server}\n", "image is required"},
-		"bad type":       {"registry:\n  a: {type: vm, image: x:1}\n", `type "vm"`},
-		"host path":      {"registry:\n  a: {image: x:1, volumes: [\"/etc:/etc\"]}\n", "host paths"},
-		"two documents":  {"registry:\n  a: {image: x:1}\n---\nregistry:\n  b: {image: y:1}\n", "more than one YAML document"},
-		"dup env":        {"registry:\n  a: {image: x:1, env: [{name: A, value: b}, {name: A, value: c}]}\n", "listed twice"},
-		"two secrets":    {"registry:\n  a: {image: x:1, secrets: [{name: s, env: K}, {name: t, env: K}]}\n", "two secrets"},
-		"bad env name":   {"registry:\n  a: {image: x:1, env: [{name: 1A, value: b}]}\n", "env name"},
-		"root target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/\"]}\n", `must not be "/"`},
-		"proc target":    {"registry:\n  a: {image: x:1, volumes: [\"v:/proc\"]}\n", `volume "v:/proc": the container path must not be /proc`},
-		"sys subdir":     {"registry:\n  a: {image: x:1, volumes: [\"v:/sys/kernel:ro\"]}\n", "must not be /sys"},
-		"dev target":     {"registry:\n  a: {image: x:1, volumes: [\"v:/dev/shm\"]}\n", "must not be /dev"},
-		"rel target":     {"registry:\n  a: {image: x:1, volumes: [\"v:data\"]}\n", "absolute"},
-		"unclean target": {"registry:\n  a: {image: x:1, volumes: [\"v:/data/../proc\"]}\n", "clean"},
-		"user 0:0":       {"registry:\n  a: {image: x:1, user: \"0:0\"}\n", `"a": user "0:0" is root`},
-		"user 0":         {"registry:\n  a: {image: x:1, user: \"0\"}\n", "is root"},
-		"user root":      {"registry:\n  a: {image: x:1, user: root}\n", "is root"},
-		"user root:grp":  {"registry:\n  a: {image: x:1, user: \"root:staff\"}\n", "is root"},
-		"user 0:1000":    {"registry:\n  a: {image: x:1, user: \"0:1000\"}\n", "is root"},
-		"user 000":       {"registry:\n  a: {image: x:1, user: \"000\"}\n", "is root"},
-		"bad name":       {"registry:\n  \"a b\": {image: x:1}\n", "name must be"},
-		"not yaml":       {"registry: [\n", "catalog file"},
-		"two problems":   {"registry:\n  a: {type: server}\n  b: {image: \"bad image!\"}\n", `"b": image`},
-		"dup env/secret": {"registry:\n  a: {image: x:1, env: [{name: K, value: v}], secrets: [{name: s, env: K}]}\n", "both"},
-	}
-	// Docker's own catalogs carry fields Switchboard ignores, and entries
-	// with {{...}} templates, which are skipped (with a warning) rather
-	// than failing the file.
-	docker := `
-version: 2
-registry:
-  playwright:
-    description: Browser automation
-    title: Playwright
-    type: server
-    dateAdded: "2025-04-16T00:00:00Z"
-    image: mcp/playwright@sha256:0123
-    ref: ""
-    toolsUrl: https://example.com/tools.json
-    source: https://github.com/microsoft/playwright-mcp
-    upstream: https://github.com/microsoft/playwright-mcp
-    secrets: [{name: playwright.token, env: PW_TOKEN, example: abc}]
-    env: [{name: LOG, value: debug, example: info}]
-    prompts: 0
-    resources: {}
-  templated:
-    image: mcp/files:1
-    volumes: ["{{templated.paths|volume|into}}:/data"]
-  templated-env:
-    image: mcp/files:1
-    env: [{name: ROOT, value: "{{templated-env.root}}"}]
-`
-	dc, err := hosted.ParseCatalog(strings.NewReader(docker))
-	if err != nil {
-		t.Fatalf("a catalog in Docker's own shape: %v", err)
-	}
-	if len(dc.Entries) != 1 || dc.Entries[0].Name != "playwright" || len(dc.Warnings) != 2 || !strings.Contains(dc.Warnings[0], "templates") {
-		t.Fatalf("entries %+v warnings %q: want playwright, and the two templated entries skipped", dc.Entries, dc.Warnings)
-	}
-
-	for name, tc := range bad {
-		t.Run(name, func(t *testing.T) {
-			_, err := hosted.ParseCatalog(strings.NewReader(tc.file))
-			if !errors.Is(err, switchboard.ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
-			}
-		})
-	}
-}
+// fixturePkg is the MCP server the fixture image runs.
+const fixturePkg = "github.com/switchboard-mcp/switchboard/internal/mcptest/mcpfixture"
 
 // onDemandEnv is a catalog of the fixture image: "longfix" long-lived,
 // "callfix" a container per call.
-func onDemandEnv(t *testing.T, warm int) (*hosted.OnDemand, *engine.Engine, *notes) {
+func onDemandEnv(t *testing.T, warm int) (*catalog.OnDemand, *engine.Engine, *notes) {
 	t.Helper()
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf(`
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
 registry:
   longfix: {title: Long fixture, description: A fixture that lives as long as the session, image: %q, longLived: true, disableNetwork: true,
             env: [{name: MCPFIXTURE_NAME, value: "${NAME}"}]}
@@ -162,7 +37,7 @@ registry:
 		t.Fatal(err)
 	}
 	n := &notes{}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{
 		Engine: eng, Catalog: cat, WarmPool: warm, Version: "test",
 		Secrets: func(context.Context, string) (map[string]string, error) {
 			return map[string]string{"NAME": "long-one"}, nil
@@ -201,7 +76,7 @@ func (n *notes) all() []string {
 // "owner/server/id".
 func catalogContainers(t *testing.T, eng *engine.Engine) []string {
 	t.Helper()
-	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: hosted.KindCatalog})
+	cs, err := eng.List(context.Background(), map[string]string{engine.LabelKind: catalog.KindCatalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +88,7 @@ func catalogContainers(t *testing.T, eng *engine.Engine) []string {
 	return out
 }
 
-func callText(t *testing.T, st *hosted.SessionTools, session, tool, args string) string {
+func callText(t *testing.T, st *catalog.SessionTools, session, tool, args string) string {
 	t.Helper()
 	res, err := st.CallSessionTool(context.Background(), switchboard.CallRequest{Project: "p", Session: session, Tool: tool, Arguments: json.RawMessage(args)})
 	if err != nil {
@@ -360,7 +235,7 @@ func TestOnDemandRefusals(t *testing.T) {
 		t.Fatalf("status %+v after refusals, want no containers", s)
 	}
 	// No engine: a configuration error naming the variable.
-	o2 := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: nil, Catalog: o.Catalog()})
+	o2 := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: nil, Catalog: o.Catalog()})
 	if _, err := o2.Add(ctx, "p", "s1", "callfix", nil); !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Fatalf("Add without an engine: %v, want ErrConfig naming DOCKER_HOST", err)
 	}
@@ -370,11 +245,11 @@ func TestOnDemandRefusals(t *testing.T) {
 func TestOnDemandContainerCap(t *testing.T) {
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n", image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n", image)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
 	t.Cleanup(func() { _ = o.Close(context.Background()) })
 	ctx := context.Background()
 	if _, err := o.Add(ctx, "p", "s1", "longfix", nil); err != nil {
@@ -391,11 +266,11 @@ func TestOnDemandContainerCap(t *testing.T) {
 }
 
 func TestCatalogToolsArguments(t *testing.T) {
-	cat, err := hosted.ParseCatalog(strings.NewReader("registry:\n  fetch: {image: \"mcp/fetch:1\", title: Fetch, description: Fetches web pages}\n  memory: {image: \"mcp/memory:1\", longLived: true, description: A knowledge graph}\n"))
+	cat, err := catalog.ParseCatalog(strings.NewReader("registry:\n  fetch: {image: \"mcp/fetch:1\", title: Fetch, description: Fetches web pages}\n  memory: {image: \"mcp/memory:1\", longLived: true, description: A knowledge graph}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{Catalog: cat})
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Catalog: cat})
 	defer o.Close(context.Background())
 	tools := o.ProjectTools("p")
 	call := func(tool, args string) (json.RawMessage, error) {
@@ -427,8 +302,8 @@ func TestCatalogToolsArguments(t *testing.T) {
 	}
 	var found struct {
 		StructuredContent struct {
-			Servers []hosted.FoundServer `json:"servers"`
-			Total   int                  `json:"total"`
+			Servers []catalog.FoundServer `json:"servers"`
+			Total   int                   `json:"total"`
 		} `json:"structuredContent"`
 	}
 	if err := json.Unmarshal(res, &found); err != nil || found.StructuredContent.Total != 1 || found.StructuredContent.Servers[0].Name != "fetch" {
@@ -443,11 +318,11 @@ func TestCatalogToolsArguments(t *testing.T) {
 func TestOnDemandMissingSecret(t *testing.T) {
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true, secrets: [{name: fix.key, env: KEY}]}\n", image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true, secrets: [{name: fix.key, env: KEY}]}\n", image)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat,
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat,
 		Secrets: func(context.Context, string) (map[string]string, error) { return map[string]string{"other": "x"}, nil }})
 	t.Cleanup(func() { _ = o.Close(context.Background()) })
 	_, err = o.Add(context.Background(), "p", "s1", "longfix", nil)
@@ -498,11 +373,11 @@ func TestOnDemandCallInFlightAtSessionEnd(t *testing.T) {
 func TestOnDemandReAddAfterExit(t *testing.T) {
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n  callfix: {image: %q, disableNetwork: true}\n", image, image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  longfix: {image: %q, longLived: true, disableNetwork: true}\n  callfix: {image: %q, disableNetwork: true}\n", image, image)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, MaxContainers: 1})
 	t.Cleanup(func() { _ = o.Close(context.Background()) })
 	ctx := context.Background()
 	st := o.SessionTools("p")
@@ -543,11 +418,11 @@ func TestOnDemandReAddAfterExit(t *testing.T) {
 func TestOnDemandVolumesPerProject(t *testing.T) {
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := hosted.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  notes: {image: %q, longLived: true, disableNetwork: true, volumes: [\"notes:/data\"]}\n", image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  notes: {image: %q, longLived: true, disableNetwork: true, volumes: [\"notes:/data\"]}\n", image)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := hosted.NewOnDemand(hosted.OnDemandOptions{Engine: eng, Catalog: cat})
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat})
 	t.Cleanup(func() { _ = o.Close(context.Background()) })
 	ctx := context.Background()
 	for _, k := range [][2]string{{"p", "s1"}, {"q", "s1"}} {

@@ -1,4 +1,4 @@
-package hosted
+package catalog
 
 import (
 	"bytes"

@@ -1,19 +1,18 @@
-package hosted
+package catalog
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
 // A catalog file lists MCP servers a client session can switch on with
@@ -197,7 +196,7 @@ func ParseCatalog(r io.Reader) (*Catalog, error) {
 }
 
 func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error) {
-	if !validName.MatchString(name) {
+	if !hosted.ValidName.MatchString(name) {
 		return nil, "", invalid("catalog server %q: the name must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", switchboard.Clip(name))
 	}
 	switch raw.Type {
@@ -213,7 +212,7 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 	if raw.Image == "" {
 		return bad("image is required")
 	}
-	if !imageRef.MatchString(raw.Image) {
+	if !hosted.ImageRef.MatchString(raw.Image) {
 		return bad("image %q is not a valid image reference", switchboard.Clip(raw.Image))
 	}
 	e := &CatalogEntry{Name: name, Title: raw.Title, Description: raw.Description, Image: raw.Image,
@@ -222,8 +221,8 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 	if raw.DisableNetwork {
 		e.Network = "none"
 	}
-	if len(raw.Command) > maxArgs {
-		return bad("at most %d command arguments", maxArgs)
+	if len(raw.Command) > hosted.MaxArgs {
+		return bad("at most %d command arguments", hosted.MaxArgs)
 	}
 	if usesTemplates(raw) {
 		return nil, fmt.Sprintf("catalog server %q skipped: it uses {{...}} templates (Docker's per-user configuration), which Switchboard does not fill in; write the values, or ${SECRET} in env for a project secret", name), nil
@@ -240,7 +239,7 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		return bad("user %q is root; a catalog server runs as the image's user or a non-root one (\"1000:1000\")", switchboard.Clip(raw.User))
 	}
 	for _, v := range raw.Env {
-		if !envName.MatchString(v.Name) {
+		if !hosted.EnvName.MatchString(v.Name) {
 			return bad("env name %q must be letters, digits and '_', not starting with a digit", switchboard.Clip(v.Name))
 		}
 		if strings.ContainsRune(v.Value, 0) {
@@ -252,7 +251,7 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		e.Env[v.Name] = v.Value
 	}
 	for _, s := range raw.Secrets {
-		if !envName.MatchString(s.Env) {
+		if !hosted.EnvName.MatchString(s.Env) {
 			return bad("secret %q: env %q must be a variable name", switchboard.Clip(s.Name), switchboard.Clip(s.Env))
 		}
 		if s.Name == "" {
@@ -266,11 +265,11 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		}
 		e.Secrets[s.Env] = SecretName(s.Name)
 	}
-	if len(e.Env)+len(e.Secrets) > maxEnv {
-		return bad("at most %d environment variables", maxEnv)
+	if len(e.Env)+len(e.Secrets) > hosted.MaxEnv {
+		return bad("at most %d environment variables", hosted.MaxEnv)
 	}
-	if len(raw.Volumes) > maxVolumes {
-		return bad("at most %d volumes", maxVolumes)
+	if len(raw.Volumes) > hosted.MaxVolumes {
+		return bad("at most %d volumes", hosted.MaxVolumes)
 	}
 	for _, v := range raw.Volumes {
 		vol, err := catalogVolume(v)
@@ -321,7 +320,7 @@ func catalogVolume(v string) (CatalogVolume, error) {
 	if !catalogVolumeName.MatchString(vol.Name) {
 		return vol, errors.New("the volume name must be letters, digits, '_', '.', '-'")
 	}
-	if msg := containerPathProblem(vol.Target); msg != "" {
+	if msg := hosted.ContainerPathProblem(vol.Target); msg != "" {
 		return vol, errors.New("the container path " + msg)
 	}
 	return vol, nil
@@ -334,26 +333,8 @@ func rootUser(u string) bool {
 	return name == "root" || (name != "" && strings.Trim(name, "0") == "")
 }
 
-// containerPathProblem says what is wrong with a volume's container path,
-// or "": it must be absolute and clean ("/data", not "data" or
-// "/data/../etc"), and not "/" or the kernel's filesystems (/proc, /sys,
-// /dev) or anything under them, where a volume would hide or replace what
-// the runtime mounts there.
-func containerPathProblem(p string) string {
-	switch {
-	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, ":,\x00\n"):
-		return "must be an absolute path such as \"/data\""
-	case path.Clean(p) != p:
-		return "must be written clean, as " + strconv.Quote(path.Clean(p))
-	case p == "/":
-		return "must not be \"/\""
-	}
-	for _, sys := range []string{"/proc", "/sys", "/dev"} {
-		if p == sys || strings.HasPrefix(p, sys+"/") {
-			return "must not be " + sys + " or under it"
-		}
-	}
-	return ""
+func invalid(format string, args ...any) error {
+	return switchboard.Errorf(switchboard.ErrInvalid, format, args...)
 }
 
 // SecretName is the project secret a catalog secret name reads: Docker's

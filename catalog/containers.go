@@ -1,0 +1,223 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/upstreams"
+)
+
+// instance is one started catalog container with an MCP connection to it
+// over its attach stream (the upstreams framing, as for hosted servers).
+type instance struct {
+	entry *CatalogEntry
+	id    string
+	st    *engine.Stream
+	mgr   *upstreams.Manager
+	long  bool
+}
+
+// alive reports whether the container's stream is still attached.
+func (in *instance) alive() bool {
+	select {
+	case <-in.st.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// oneStream hands the manager the container's stream once: a catalog
+// container is not restarted behind the session's back.
+type oneStream struct {
+	st    *engine.Stream
+	name  string
+	taken atomic.Bool
+}
+
+func (s *oneStream) OpenStream(context.Context, switchboard.ServerSpec) (upstreams.Stream, error) {
+	if s.taken.Swap(true) {
+		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: its container exited; run %s again to start a new one", s.name, ToolAdd)
+	}
+	return s.st, nil
+}
+
+func (o *OnDemand) errNoEngine() error {
+	if o.opts.EngineErr != nil {
+		return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need containers: %s", switchboard.Message(o.opts.EngineErr))
+	}
+	return switchboard.Errorf(switchboard.ErrConfig, "catalog servers need a Docker engine; start Docker, or set DOCKER_HOST to its address")
+}
+
+// errFull is the answer when MaxContainers catalog containers run.
+func (o *OnDemand) errFull() error {
+	return switchboard.Errorf(switchboard.ErrResourceLimit, "the gateway already runs %d catalog containers (MCP_SERVER_CATALOG_MAX_CONTAINERS); %s a long-lived server, end an idle session, or try again when calls finish", o.opts.MaxContainers, ToolRemove)
+}
+
+// reserveLocked takes one of MaxContainers for a container about to
+// start; false when none is free or the service is closed.
+func (o *OnDemand) reserveLocked() bool {
+	if o.closed || o.count >= o.opts.MaxContainers {
+		return false
+	}
+	o.count++
+	return true
+}
+
+// unreserve gives back a reservation whose container never started.
+func (o *OnDemand) unreserve() {
+	o.mu.Lock()
+	o.count--
+	o.mu.Unlock()
+}
+
+// volumeFor is the engine volume of a catalog entry's named volume in
+// project: shared by that project's sessions, never by another project's
+// or another gateway instance's (the name carries the instance). One made
+// before the name did, of this instance, is kept.
+func (o *OnDemand) volumeFor(ctx context.Context, project, name string) string {
+	legacy := "switchboard-catalog-" + hosted.VolumeSlug(project, 64) + "-" + name
+	if v, err := o.eng.InspectVolume(ctx, legacy); err == nil && v.Labels[engine.LabelInstance] == o.eng.Instance() {
+		return legacy
+	}
+	return "switchboard-" + hosted.VolumeSlug(o.eng.Instance(), 40) + "-catalog-" + hosted.VolumeSlug(project, 64) + "-" + name
+}
+
+// start creates, attaches, starts and initializes a container of e for
+// project; owner labels it (a session id, or "pool"). The caller holds a
+// reservation (reserveLocked) and gives it back if start fails.
+func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogEntry, long bool) (*instance, error) {
+	if o.eng == nil {
+		return nil, o.errNoEngine()
+	}
+	env, err := o.environment(ctx, project, e)
+	if err != nil {
+		return nil, err
+	}
+	// A create, attach and start are never cut off half-way by a client
+	// leaving: a created container must be either started and owned, or
+	// removed here.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
+	defer cancel()
+	info, err := o.eng.Info(cctx)
+	if err != nil {
+		return nil, catalogErr(e, err)
+	}
+	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelRef: owner, engine.LabelProject: project, hosted.LabelServer: e.Name}
+	spec := engine.Spec{
+		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,
+		NanoCPUs: int64(hosted.DefaultCPU * 1e9), MemoryBytes: hosted.DefaultMemoryBytes, PidsLimit: hosted.DefaultPids,
+		Network: e.Network, ReadOnlyRoot: e.ReadOnlyRoot,
+		Tmpfs:       map[string]string{"/tmp": "rw,nosuid,nodev,size=64m"},
+		StopTimeout: o.opts.StopTimeout,
+	}
+	if info.DiskQuota {
+		spec.DiskBytes, spec.DiskQuota = hosted.DefaultDiskBytes, true
+	}
+	if info.HasRuntime("runsc") {
+		spec.Runtime = "runsc"
+	}
+	for _, v := range e.Volumes {
+		name := o.volumeFor(cctx, project, v.Name)
+		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project, hosted.LabelServer: e.Name, hosted.LabelPath: v.Target}
+		if err := o.eng.CreateVolume(cctx, name, vl); err != nil {
+			return nil, catalogErr(e, err)
+		}
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: name, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	run, err := o.eng.Launch(cctx, spec, nil)
+	if err != nil {
+		return nil, catalogErr(e, err)
+	}
+	id, st := run.ID, run.Stream
+	fail := func(err error) (*instance, error) {
+		if rerr := o.eng.Remove(context.WithoutCancel(cctx), id); rerr != nil {
+			o.log.Warn("removing a catalog container that did not start", "server", e.Name, "container", hosted.ShortID(id), "err", rerr)
+		}
+		return nil, err
+	}
+	mgr := upstreams.New(upstreams.Options{Version: o.opts.Version, CallTimeout: o.opts.CallTimeout,
+		ConnectTimeout: o.opts.ConnectTimeout, MaxMessageBytes: o.opts.MaxMessageBytes,
+		Streams: &oneStream{st: st, name: e.Name},
+		Logger:  o.log.With("catalog_server", e.Name, "container", hosted.ShortID(id))})
+	mgr.Apply(cctx, []switchboard.ServerSpec{{Name: e.Name, Transport: switchboard.TransportHosted, CallTimeout: o.opts.CallTimeout}})
+	if err := mgr.Connect(ctx, e.Name); err != nil {
+		msg := switchboard.Message(err)
+		if tail := strings.TrimSpace(hosted.RedactEnv(st.Stderr(), env)); tail != "" {
+			msg += "; its stderr ends: " + switchboard.Clip(lastLine(tail))
+		}
+		_ = mgr.Close(context.WithoutCancel(cctx))
+		st.Close()
+		return fail(switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q did not start: %s", e.Name, msg))
+	}
+	return &instance{entry: e, id: id, st: st, mgr: mgr, long: long}, nil
+}
+
+// catalogErr names the catalog server in an engine error, without the
+// engine's address.
+func catalogErr(e *CatalogEntry, err error) error {
+	switch {
+	case errors.Is(err, switchboard.ErrUnavailable):
+		return switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q: the Docker engine is not reachable; start Docker, or set DOCKER_HOST to its address", e.Name)
+	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):
+		return switchboard.Errorf(switchboard.ErrCanceled, "catalog server %q: starting it was cancelled", e.Name)
+	}
+	return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: %s", e.Name, switchboard.Message(err))
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// environment resolves an entry's env values and secrets from the
+// project's secrets.
+func (o *OnDemand) environment(ctx context.Context, project string, e *CatalogEntry) ([]string, error) {
+	if len(e.Env) == 0 && len(e.Secrets) == 0 {
+		return nil, nil
+	}
+	vals, err := o.opts.Secrets(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	env, missing := hosted.ExpandEnv(e.Env, e.Secrets, vals)
+	if len(missing) > 0 {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "catalog server %q needs secret %s of project %q; set it (switchboard secrets set NAME) and run %s again",
+			e.Name, strings.Join(missing, ", "), project, ToolAdd)
+	}
+	return env, nil
+}
+
+// retire gives back an instance's reservation and removes its container
+// in the background: removal first (it ends a call still running on it:
+// its owner is gone), then the connection, which then closes at once.
+func (o *OnDemand) retire(in *instance) {
+	if in == nil {
+		return
+	}
+	o.mu.Lock()
+	o.count--
+	if in.long {
+		o.long--
+	}
+	o.mu.Unlock()
+	o.goBG(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), o.opts.StopTimeout+10*time.Second)
+		if err := o.eng.Remove(rctx, in.id); err != nil {
+			o.log.Warn("removing a catalog container", "server", in.entry.Name, "container", hosted.ShortID(in.id), "err", err)
+		}
+		cancel()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = in.mgr.Close(cctx)
+		cancel()
+		in.st.Close()
+	})
+}

@@ -1,0 +1,327 @@
+package catalog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/hosted"
+)
+
+// KindCatalog is the engine.LabelKind value of catalog containers: the
+// servers client sessions switch on with mcp-add.
+const KindCatalog = "catalog"
+
+// The catalog tools, on every project's endpoint when a catalog is set.
+const (
+	ToolFind   = "mcp-find"
+	ToolAdd    = "mcp-add"
+	ToolRemove = "mcp-remove"
+)
+
+// endedMemory is how many ended sessions OnDemand remembers, so an
+// mcp-add that raced its session's end starts nothing.
+const endedMemory = 4096
+
+// OnDemandOptions configure OnDemand.
+type OnDemandOptions struct {
+	Engine *engine.Engine // nil: no engine; mcp-add says why
+	// EngineErr explains why there is no engine (a *switchboard.Error
+	// with a client-safe message).
+	EngineErr error
+	Catalog   *Catalog
+	// Secrets returns a project's decrypted secrets, for a catalog entry's
+	// secrets and `${NAME}` in its env values.
+	Secrets func(ctx context.Context, project string) (map[string]string, error)
+	// ProjectCatalog, when set, returns the tools a project serves itself
+	// (connecting servers never tried, bounded by ctx), so mcp-add can
+	// report which of a server's tools they shadow.
+	ProjectCatalog func(ctx context.Context, project string) *switchboard.Catalog
+	// Notify tells one client session of a project that its own tool list
+	// changed. It must not block.
+	Notify func(project, session string)
+	// WarmPool is how many started and initialized containers each
+	// per-call server keeps ready while a session has it added (0: every
+	// call starts a container cold).
+	WarmPool int
+	// MaxContainers caps the catalog's containers of all sessions and
+	// projects together: long-lived ones, per-call ones serving a call,
+	// and warm ones (default 20).
+	MaxContainers int
+	// MaxMessageBytes bounds one message from a catalog server
+	// (upstreams.Options.MaxMessageBytes).
+	MaxMessageBytes int64
+	Version         string
+	// CallTimeout bounds one tool call (default 30s), ConnectTimeout the
+	// start and initialize of one container (default 30s), StopTimeout
+	// its removal (default 10s).
+	CallTimeout, ConnectTimeout, StopTimeout time.Duration
+	Logger                                   *slog.Logger
+}
+
+// OnDemand runs the catalog's servers for the client sessions that ask
+// for them (mcp-add): a long-lived server gets one container for the
+// session's lifetime, a per-call server a fresh container for every tool
+// call, taken from a small warm pool. Every container is bound to a
+// session or to a pool in use, and removed when the session ends, the
+// server is removed, or the gateway stops: none outlives its owner.
+type OnDemand struct {
+	opts OnDemandOptions
+	eng  *engine.Engine
+	cat  *Catalog
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[sessionKey]*sessionState
+	ended    map[sessionKey]bool // the last endedMemory sessions that ended
+	endedLog []sessionKey        // ring of ended's keys, oldest first
+	pools    map[poolKey]*pool
+	count    int // containers reserved: starting, warm, serving, long-lived
+	long     int // long-lived activations, for status
+	closed   bool
+	// owning counts sessions with tools of their own: SessionCatalog's
+	// lock-free answer for everyone else.
+	owning atomic.Int64
+
+	// bg counts background work (retirements, refills), under bgMu; Close
+	// and WaitRetired wait for it.
+	bgMu   sync.Mutex
+	bg     int
+	bgDone *sync.Cond
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+type sessionKey struct{ project, session string }
+type poolKey struct{ project, server string }
+
+// sessionState is what one client session added.
+type sessionState struct {
+	op      sync.Mutex // serializes this session's mcp-add and mcp-remove
+	acts    []*activation
+	catalog atomic.Pointer[switchboard.Catalog]
+	ended   bool // under OnDemand.mu
+	version uint64
+}
+
+// activation is one catalog server a session added.
+type activation struct {
+	entry *CatalogEntry
+	tools []switchboard.Tool
+	inst  *instance // long-lived
+	pool  *pool     // per-call
+}
+
+// NewOnDemand returns the service; Start removes what a previous run left.
+func NewOnDemand(opts OnDemandOptions) *OnDemand {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxContainers <= 0 {
+		opts.MaxContainers = 20
+	}
+	if opts.WarmPool < 0 {
+		opts.WarmPool = 0
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = hosted.DefaultCallTimeout
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 30 * time.Second
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 10 * time.Second
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = func(context.Context, string) (map[string]string, error) { return nil, nil }
+	}
+	if opts.Notify == nil {
+		opts.Notify = func(string, string) {}
+	}
+	if opts.Catalog == nil {
+		opts.Catalog = &Catalog{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
+		sessions: map[sessionKey]*sessionState{}, ended: map[sessionKey]bool{}, pools: map[poolKey]*pool{},
+		ctx: ctx, cancel: cancel}
+	o.bgDone = sync.NewCond(&o.bgMu)
+	return o
+}
+
+// Catalog returns the catalog the service serves.
+func (o *OnDemand) Catalog() *Catalog { return o.cat }
+
+// goBG runs fn in the background, counted for Close and WaitRetired.
+func (o *OnDemand) goBG(fn func()) {
+	o.bgMu.Lock()
+	o.bg++
+	o.bgMu.Unlock()
+	go func() {
+		defer func() {
+			o.bgMu.Lock()
+			o.bg--
+			o.bgDone.Broadcast()
+			o.bgMu.Unlock()
+		}()
+		fn()
+	}()
+}
+
+// WaitRetired waits for the background work under way: container
+// removals (after a per-call tool call, mcp-remove, SessionEnded) and
+// warm-pool refills. Once it returns, the containers let go are gone.
+func (o *OnDemand) WaitRetired() {
+	o.bgMu.Lock()
+	defer o.bgMu.Unlock()
+	for o.bg > 0 {
+		o.bgDone.Wait()
+	}
+}
+
+// Close removes every catalog container (sessions' and pools') and waits
+// for the removals, bounded by ctx.
+func (o *OnDemand) Close(ctx context.Context) error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	var insts []*instance
+	for k, st := range o.sessions {
+		st.ended = true
+		for _, a := range st.acts {
+			if a.inst != nil {
+				insts = append(insts, a.inst)
+			}
+		}
+		delete(o.sessions, k)
+	}
+	o.owning.Store(0)
+	for k, p := range o.pools {
+		insts = append(insts, p.drainLocked()...)
+		delete(o.pools, k)
+	}
+	o.mu.Unlock()
+	o.cancel() // refills still initializing give up (their containers are removed)
+	for _, in := range insts {
+		o.retire(in)
+	}
+	done := make(chan struct{})
+	go func() { o.WaitRetired(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if o.eng == nil {
+		return nil
+	}
+	// Anything a cut-off start created after the sweep above: this
+	// process's own only, never another gateway's on the same instance.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := o.eng.RemoveOwned(rctx, map[string]string{engine.LabelKind: KindCatalog})
+	return err
+}
+
+// SessionEnded removes, in the background, every container bound to a
+// client session that ended (a DELETE, idle expiry, a dropped legacy SSE
+// stream, shutdown), and remembers the session so an mcp-add racing its
+// end starts nothing. It does not block.
+func (o *OnDemand) SessionEnded(project, session string) {
+	k := sessionKey{project, session}
+	o.mu.Lock()
+	if !o.ended[k] {
+		o.ended[k] = true
+		o.endedLog = append(o.endedLog, k)
+		if len(o.endedLog) > endedMemory {
+			delete(o.ended, o.endedLog[0])
+			o.endedLog = o.endedLog[1:]
+		}
+	}
+	st := o.sessions[k]
+	if st == nil {
+		o.mu.Unlock()
+		return
+	}
+	st.ended = true
+	delete(o.sessions, k)
+	if len(st.acts) > 0 {
+		o.owning.Add(-1)
+	}
+	acts := st.acts
+	st.acts = nil
+	st.catalog.Store(nil)
+	var insts []*instance
+	for _, a := range acts {
+		insts = append(insts, o.detachLocked(a)...)
+	}
+	o.mu.Unlock()
+	for _, in := range insts {
+		o.retire(in)
+	}
+}
+
+// ProjectGone ends every client session of a deleted project (their
+// containers go, and the pools they used once unused) and waits, bounded
+// by ctx, for the removals. Its volumes are the engine's RemoveProject's.
+func (o *OnDemand) ProjectGone(ctx context.Context, project string) error {
+	o.mu.Lock()
+	var ended []string
+	for k := range o.sessions {
+		if k.project == project {
+			ended = append(ended, k.session)
+		}
+	}
+	o.mu.Unlock()
+	for _, s := range ended {
+		o.SessionEnded(project, s)
+	}
+	done := make(chan struct{})
+	go func() { o.WaitRetired(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ProjectTools returns project's catalog tools (mcp-find, mcp-add,
+// mcp-remove), to register as a builtin server.
+func (o *OnDemand) ProjectTools(project string) *CatalogTools {
+	return &CatalogTools{o: o, project: project}
+}
+
+// SessionTools returns project's per-session tools, for the edge.
+func (o *OnDemand) SessionTools(project string) *SessionTools {
+	return &SessionTools{o: o, project: project}
+}
+
+// OnDemandStatus is the catalog's part of the gateway status.
+type OnDemandStatus struct {
+	Servers    int      `json:"servers"`
+	Skipped    []string `json:"skipped,omitempty"`
+	Sessions   int      `json:"sessions_with_servers"`
+	Containers int      `json:"containers"`
+	Max        int      `json:"max_containers"`
+	LongLived  int      `json:"long_lived_containers"`
+	Warm       int      `json:"warm_containers"`
+}
+
+// Status reports the catalog's size and the containers it runs.
+func (o *OnDemand) Status() OnDemandStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()),
+		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long}
+	for _, p := range o.pools {
+		s.Warm += len(p.warm)
+	}
+	return s
+}
