@@ -383,6 +383,19 @@ func text(field, v string) error {
 	return nil
 }
 
+// boolParam reads an optional true/false query parameter. Errors:
+// ErrInvalid.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	switch v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	}
+	return false, switchboard.Errorf(switchboard.ErrInvalid, "query parameter %s must be true or false", name)
+}
+
 // reconcile applies a project's change now. The change is stored either
 // way; if applying fails, the periodic sync retries it.
 func (a *API) reconcile(ctx context.Context, project string) {
