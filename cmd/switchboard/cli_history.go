@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+func (c *cli) history(cmd cliCommand, args []string) error {
+	fs := c.flags(cmd.name)
+	server := fs.String("server", "", "only calls to this server")
+	tool := fs.String("tool", "", "only calls of this tool")
+	outcome := fs.String("outcome", "", "only calls with this outcome: ok, tool_error or error")
+	since := fs.String("since", "", "only calls since `T`: RFC 3339 time or a duration ago such as 1h")
+	limit := fs.Int("limit", 50, "at most `N` calls (1..1000)")
+	cursor := fs.String("cursor", "", "continue a listing where the previous one stopped")
+	if _, err := c.parse(fs, cmd, args, 0, 0); err != nil {
+		return err
+	}
+	bad := func(msg string) error { return &usageError{cmd: cmd.name, msg: msg} }
+	q := url.Values{}
+	switch *outcome {
+	case "", "ok", "tool_error", "error":
+	default:
+		return bad(fmt.Sprintf("--outcome %q: want ok, tool_error or error", *outcome))
+	}
+	if *limit < 1 || *limit > 1000 {
+		return bad("--limit must be in 1..1000")
+	}
+	if *since != "" {
+		t, err := time.Parse(time.RFC3339Nano, *since)
+		if err != nil {
+			d, derr := time.ParseDuration(*since)
+			if derr != nil || d < 0 {
+				return bad(fmt.Sprintf("--since %q: want an RFC 3339 time or a duration such as 1h", *since))
+			}
+			t = time.Now().Add(-d)
+		}
+		q.Set("since", t.UTC().Format(time.RFC3339Nano))
+	}
+	for k, v := range map[string]string{"server": *server, "tool": *tool, "outcome": *outcome, "cursor": *cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", strconv.Itoa(*limit))
+	var out struct {
+		Calls []struct {
+			Session    string  `json:"session"`
+			Server     string  `json:"server"`
+			Tool       string  `json:"tool"`
+			Outcome    string  `json:"outcome"`
+			Code       int     `json:"code"`
+			DurationMS float64 `json:"duration_ms"`
+			StartedAt  string  `json:"started_at"`
+		} `json:"calls"`
+		Next string `json:"next"`
+	}
+	raw, err := c.api(http.MethodGet, c.projectPath("tool-calls")+"?"+q.Encode(), nil, &out)
+	if err != nil || c.json {
+		return orJSON(c, raw, err)
+	}
+	rows := make([][]string, 0, len(out.Calls))
+	for _, k := range out.Calls {
+		outcome := k.Outcome
+		if k.Code != 0 {
+			outcome += " " + strconv.Itoa(k.Code)
+		}
+		rows = append(rows, []string{when(k.StartedAt), k.Server, k.Tool, outcome, time.Duration(k.DurationMS * float64(time.Millisecond)).Round(time.Microsecond).String(), k.Session})
+	}
+	if err := c.table([]string{"STARTED", "SERVER", "TOOL", "OUTCOME", "DURATION", "SESSION"}, rows); err != nil {
+		return err
+	}
+	if out.Next != "" {
+		fmt.Fprintf(c.stderr, "more calls: add --cursor %s\n", out.Next)
+	}
+	return nil
+}
