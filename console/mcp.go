@@ -3,23 +3,13 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"mime"
+	"io"
 	"net/http"
-	"strings"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpclient"
 )
-
-// protocolVersion is the MCP version the console's calls speak.
-const protocolVersion = "2025-06-18"
-
-// rpcAnswer is one JSON-RPC response.
-type rpcAnswer struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 // callTool calls tool on project's MCP endpoint as a client would
 // (initialize, notifications/initialized, tools/call, then DELETE of the
@@ -27,29 +17,40 @@ type rpcAnswer struct {
 // authorized, counted and logged like any other. A refusal of the
 // session itself (401, 403) comes back in Denied.
 func (c *Console) callTool(r *http.Request, project, tool string, args json.RawMessage) *tryResult {
-	path := mcpPath(project)
-	hdr := http.Header{"Accept": {"application/json, text/event-stream"}}
-	init := c.call(r, http.MethodPost, path, json.RawMessage(fmt.Sprintf(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"switchboard-console","version":%q}}}`,
-		protocolVersion, c.opts.Version)), hdr)
-	sid := init.header.Get("Mcp-Session-Id")
-	if init.status == http.StatusUnauthorized || init.status == http.StatusForbidden {
-		return &tryResult{Denied: init, Error: init.message()}
+	s := &mcpclient.Session{
+		Endpoint:      mcpPath(project),
+		Do:            func(req *http.Request) (*http.Response, error) { return c.do(r, req), nil },
+		Client:        "switchboard-console",
+		ClientVersion: c.opts.Version,
 	}
-	if !init.ok() || sid == "" {
-		return &tryResult{Error: fmt.Sprintf("the MCP endpoint did not open a session (HTTP %d): %s", init.status, init.message())}
+	err := s.Initialize(r.Context())
+	if s.ID != "" {
+		defer s.Close(r.Context())
 	}
-	hdr = http.Header{"Accept": hdr["Accept"], "Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {protocolVersion}}
-	defer c.call(r, http.MethodDelete, path, nil, hdr)
-	c.call(r, http.MethodPost, path, json.RawMessage(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), hdr)
-	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})
-	rp := c.call(r, http.MethodPost, path, json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(params)+`}`), hdr)
-	ans, err := decodeRPC(rp)
+	var he *mcpclient.HTTPError
+	if errors.As(err, &he) {
+		rp := reply{status: he.Status, header: he.Header, body: he.Body}
+		if he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden {
+			return &tryResult{Denied: rp, Error: rp.message()}
+		}
+		return &tryResult{Error: fmt.Sprintf("the MCP endpoint did not open a session (HTTP %d): %s", rp.status, rp.message())}
+	}
 	if err != nil {
-		return &tryResult{Error: err.Error()}
+		return &tryResult{Error: "the MCP endpoint did not open a session: " + err.Error()}
 	}
-	if ans.Error != nil {
-		return &tryResult{Error: ans.Error.Message, Code: ans.Error.Code}
+	result, err := s.Request(r.Context(), "tools/call", map[string]any{"name": tool, "arguments": args})
+	var re *mcpclient.RPCError
+	switch {
+	case errors.As(err, &re):
+		return &tryResult{Error: re.Message, Code: re.Code}
+	case errors.As(err, &he):
+		if re := he.RPC("tools/call"); re != nil {
+			return &tryResult{Error: re.Message, Code: re.Code}
+		}
+		rp := reply{status: he.Status, body: he.Body}
+		return &tryResult{Error: fmt.Sprintf("the MCP endpoint answered HTTP %d without a JSON-RPC response: %s", rp.status, rp.message())}
+	case err != nil:
+		return &tryResult{Error: err.Error()}
 	}
 	res := &tryResult{OK: true}
 	var body struct {
@@ -59,7 +60,7 @@ func (c *Console) callTool(r *http.Request, project, tool string, args json.RawM
 			Text string `json:"text"`
 		} `json:"content"`
 	}
-	_ = json.Unmarshal(ans.Result, &body)
+	_ = json.Unmarshal(result, &body)
 	res.IsError = body.IsError
 	res.OK = !body.IsError
 	for _, ct := range body.Content {
@@ -68,33 +69,20 @@ func (c *Console) callTool(r *http.Request, project, tool string, args json.RawM
 		}
 	}
 	var b bytes.Buffer
-	if json.Indent(&b, ans.Result, "", "  ") == nil {
+	if json.Indent(&b, result, "", "  ") == nil {
 		res.JSON = b.String()
 	}
 	return res
 }
 
-// decodeRPC reads the response of a POST: plain JSON, or an event stream
-// whose last message event is the response (progress events come first).
-func decodeRPC(rp reply) (rpcAnswer, error) {
-	var ans rpcAnswer
-	body := rp.body
-	if mt, _, _ := mime.ParseMediaType(rp.header.Get("Content-Type")); mt == "text/event-stream" {
-		body = nil
-		for _, ev := range strings.Split(string(rp.body), "\n\n") {
-			var data []string
-			for _, line := range strings.Split(ev, "\n") {
-				if d, ok := strings.CutPrefix(line, "data:"); ok {
-					data = append(data, strings.TrimPrefix(d, " "))
-				}
-			}
-			if len(data) > 0 && strings.Contains(strings.Join(data, "\n"), `"id"`) {
-				body = []byte(strings.Join(data, "\n"))
-			}
-		}
+// do serves an MCP request in process, as call does, as the browser that
+// sent r.
+func (c *Console) do(r, req *http.Request) *http.Response {
+	var body any // nil, not an empty json.RawMessage, for DELETE
+	if req.Body != nil {
+		b, _ := io.ReadAll(req.Body)
+		body = json.RawMessage(b)
 	}
-	if err := json.Unmarshal(body, &ans); err != nil || (ans.Result == nil && ans.Error == nil) {
-		return ans, fmt.Errorf("the MCP endpoint answered HTTP %d without a JSON-RPC response: %s", rp.status, rp.message())
-	}
-	return ans, nil
+	rp := c.call(r, req.Method, req.URL.RequestURI(), body, req.Header)
+	return &http.Response{StatusCode: rp.status, Header: rp.header, Body: io.NopCloser(bytes.NewReader(rp.body))}
 }

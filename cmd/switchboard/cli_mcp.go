@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,32 +9,14 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpclient"
 )
 
-// The MCP client of `switchboard call`: just enough streamable HTTP for
-// one tool call (initialize, notifications/initialized, tools/call,
-// DELETE), with the standard library only.
-
-const cliProtocolVersion = "2025-06-18"
-
 // rpcError is a JSON-RPC error answer to a request.
-type rpcError struct {
-	Method  string
-	Code    int
-	Message string
-	Data    json.RawMessage
-}
-
-func (e *rpcError) Error() string {
-	s := fmt.Sprintf("%s: JSON-RPC error %d: %s", e.Method, e.Code, e.Message)
-	if len(e.Data) > 0 && string(e.Data) != "null" {
-		s += " (data: " + string(e.Data) + ")"
-	}
-	return s
-}
+type rpcError = mcpclient.RPCError
 
 // toolError is a tool call whose result has isError true.
 type toolError struct{ Tool string }
@@ -55,16 +36,6 @@ func checkObject(b []byte) error {
 		return fmt.Errorf("got %s, want a JSON object such as '{\"text\": \"hi\"}'", snippet(b))
 	}
 	return nil
-}
-
-// mcpSession is one session with a project's MCP endpoint.
-type mcpSession struct {
-	c        *cli
-	endpoint string
-	id       string // Mcp-Session-Id
-	version  string // negotiated protocol version
-	nextID   int
-	progress bool // print progress notifications on stderr
 }
 
 func (c *cli) call(cmd cliCommand, args []string) error {
@@ -92,21 +63,60 @@ func (c *cli) call(cmd cliCommand, args []string) error {
 		}
 		arguments = in // verbatim: big integers stay exact
 	}
-	s := &mcpSession{c: c, endpoint: c.mcpEndpoint(c.project), progress: *progress}
-	err = s.initialize()
-	if s.id != "" {
-		defer s.close()
+	endpoint := c.mcpEndpoint(c.project)
+	s := &mcpclient.Session{
+		Endpoint: endpoint,
+		Do: func(req *http.Request) (*http.Response, error) {
+			resp, err := c.http.Do(req)
+			if err != nil {
+				return nil, c.transportError(req.Method, endpoint, err)
+			}
+			return resp, nil
+		},
+		Header:        c.authorize,
+		Client:        "switchboard-cli",
+		ClientVersion: version,
+	}
+	if *progress {
+		s.Notified = func(method string, params json.RawMessage) {
+			if method == "notifications/progress" {
+				c.printProgress(params)
+			}
+		}
+	}
+	// mcpError shows an error as the admin API's are shown.
+	mcpError := func(err error) error {
+		var he *mcpclient.HTTPError
+		if errors.As(err, &he) {
+			return decodeHTTPError(http.MethodPost, endpoint, he.Status, he.Body)
+		}
+		if err == context.DeadlineExceeded || err == context.Canceled {
+			return c.transportError(http.MethodPost, endpoint, err)
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+	err = s.Initialize(ctx)
+	cancel()
+	if s.ID != "" {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
+			defer cancel()
+			s.Close(ctx)
+		}()
 	}
 	if err != nil {
-		return err
+		return mcpError(err)
 	}
 	params := map[string]any{"name": pos[0], "arguments": arguments}
 	if *progress {
 		params["_meta"] = map[string]any{"progressToken": "switchboard-cli"}
 	}
-	result, err := s.request("tools/call", params)
+	ctx, cancel = context.WithTimeout(c.ctx, c.timeout)
+	defer cancel()
+	result, err := s.Request(ctx, "tools/call", params)
 	if err != nil {
-		return err
+		return mcpError(err)
 	}
 	if err := c.printJSON(result); err != nil {
 		return err
@@ -161,172 +171,7 @@ func keyValueArgs(pairs []string) (json.RawMessage, error) {
 	return json.Marshal(obj)
 }
 
-func (s *mcpSession) initialize() error {
-	res, err := s.request("initialize", map[string]any{
-		"protocolVersion": cliProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "switchboard-cli", "version": version},
-	})
-	if err != nil {
-		return err
-	}
-	var init struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	_ = json.Unmarshal(res, &init)
-	s.version = init.ProtocolVersion
-	if s.id == "" {
-		return fmt.Errorf("POST %s: initialize answered without an Mcp-Session-Id header", s.endpoint)
-	}
-	resp, err := s.post(s.c.ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
-}
-
-// close ends the session, even when the command was interrupted.
-func (s *mcpSession) close() {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.c.ctx), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.endpoint, nil)
-	if err != nil {
-		return
-	}
-	s.headers(req)
-	if resp, err := s.c.http.Do(req); err == nil {
-		resp.Body.Close()
-	}
-}
-
-func (s *mcpSession) headers(req *http.Request) {
-	s.c.authorize(req)
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
-	}
-	if s.version != "" {
-		req.Header.Set("Mcp-Protocol-Version", s.version)
-	}
-}
-
-// post sends one message and returns a 2xx response; anything else is an
-// error naming the status and the server's message.
-func (s *mcpSession) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	s.headers(req)
-	resp, err := s.c.http.Do(req)
-	if err != nil {
-		return nil, s.c.transportError(http.MethodPost, s.endpoint, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, decodeHTTPError(http.MethodPost, s.endpoint, resp.StatusCode, raw)
-	}
-	return resp, nil
-}
-
-// request sends a JSON-RPC request and returns its result, reading the
-// answer as plain JSON or as an SSE stream.
-func (s *mcpSession) request(method string, params any) (json.RawMessage, error) {
-	s.nextID++
-	id := strconv.Itoa(s.nextID)
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": s.nextID, "method": method, "params": params})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.timeout)
-	defer cancel()
-	resp, err := s.post(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if method == "initialize" {
-		s.id = resp.Header.Get("Mcp-Session-Id")
-	}
-	var msg *rpcMessage
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		msg, err = s.readStream(resp.Body, id)
-	} else {
-		msg = &rpcMessage{}
-		err = json.NewDecoder(io.LimitReader(resp.Body, maxReplyBytes)).Decode(msg)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, s.c.transportError(http.MethodPost, s.endpoint, ctx.Err())
-		}
-		return nil, fmt.Errorf("%s: reading the answer from %s: %w", method, s.endpoint, err)
-	}
-	if msg.Error != nil {
-		return nil, &rpcError{Method: method, Code: msg.Error.Code, Message: msg.Error.Message, Data: msg.Error.Data}
-	}
-	if len(msg.Result) == 0 {
-		return nil, fmt.Errorf("%s: the answer from %s has neither result nor error", method, s.endpoint)
-	}
-	return msg.Result, nil
-}
-
-// rpcMessage is any JSON-RPC message the server sends.
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
-// readStream reads SSE events until the response with id; notifications
-// (progress, list changes, logs) and requests from the server on the way
-// are skipped, progress printed when asked for.
-func (s *mcpSession) readStream(r io.Reader, id string) (*rpcMessage, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxReplyBytes)
-	var data []string
-	for {
-		more := sc.Scan()
-		line := sc.Text()
-		if more && line != "" {
-			// One event: "data:" lines joined by newlines; "event:",
-			// "id:", "retry:" and ":" comments do not matter here.
-			if d, ok := strings.CutPrefix(line, "data:"); ok {
-				data = append(data, strings.TrimPrefix(d, " "))
-			}
-			continue
-		}
-		if len(data) > 0 {
-			var m rpcMessage
-			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &m); err != nil {
-				return nil, fmt.Errorf("an event is not JSON-RPC: %w", err)
-			}
-			data = data[:0]
-			if m.Method == "" && string(bytes.TrimSpace(m.ID)) == id {
-				return &m, nil
-			}
-			if s.progress && m.Method == "notifications/progress" {
-				s.printProgress(m.Params)
-			}
-		}
-		if !more {
-			if err := sc.Err(); err != nil {
-				return nil, err
-			}
-			return nil, errors.New("the event stream ended before the response")
-		}
-	}
-}
-
-func (s *mcpSession) printProgress(params json.RawMessage) {
+func (c *cli) printProgress(params json.RawMessage) {
 	var p struct {
 		Progress json.Number `json:"progress"`
 		Total    json.Number `json:"total"`
@@ -342,5 +187,5 @@ func (s *mcpSession) printProgress(params json.RawMessage) {
 	if p.Message != "" {
 		line += ": " + p.Message
 	}
-	fmt.Fprintln(s.c.stderr, line)
+	fmt.Fprintln(c.stderr, line)
 }
