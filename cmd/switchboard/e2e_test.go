@@ -116,10 +116,11 @@ func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gatewa
 		vars[k] = v
 	}
 	addr := make(chan string, 1)
-	ctx, cancel := context.WithCancel(withReload(context.WithValue(context.Background(), listeningKey{}, func(a string) { addr <- a }), g.reload))
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := runOptions{Reload: g.reload, Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, g.logs)
+		done <- runWith(ctx, opts, nil, func(k string) string { return vars[k] }, io.Discard, g.logs)
 	}()
 	select {
 	case a := <-addr:

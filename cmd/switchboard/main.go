@@ -15,7 +15,7 @@ func main() {
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	if err := run(withReload(ctx, hup), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := runWith(ctx, runOptions{Reload: hup}, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "switchboard:", err)
 		os.Exit(1)
 	}

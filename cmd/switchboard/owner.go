@@ -11,11 +11,11 @@ import (
 	"github.com/switchboard-mcp/switchboard/lease"
 )
 
-// ownership holds this process's lease and sweeps the engine of the
-// containers whose owner is gone: once before anything starts (what a
-// gateway killed with -9 left), then every lease period (what a replica
-// that died left). A container of a live gateway, this one or another on
-// the same data dir or database, is never touched.
+// ownership sweeps the engine of the containers whose owner is gone:
+// once before anything starts (what a gateway killed with -9 left), then
+// every lease period (what a replica that died left). A container of a
+// live gateway, this one or another on the same data dir or database, is
+// never touched. The lease itself is run's.
 type ownership struct {
 	proc   *lease.Process
 	eng    *engine.Engine
@@ -82,10 +82,10 @@ func (o *ownership) sweep(ctx context.Context) {
 	}
 }
 
-// close stops sweeping and releases the lease; call it after every
-// container of this process is gone, before the store closes.
-func (o *ownership) close(ctx context.Context) error {
+// close stops sweeping. The lease is run's to release, after every
+// container of this process is gone.
+func (o *ownership) close(context.Context) error {
 	o.cancel()
 	o.wg.Wait()
-	return o.proc.Close(ctx)
+	return nil
 }

@@ -33,25 +33,21 @@ import (
 	"github.com/switchboard-mcp/switchboard/upstreams"
 )
 
-// listeningKey carries a func(addr string) in run's ctx: end-to-end tests
-// use it to learn the address bound for port 0.
-type listeningKey struct{}
-
-// reloadKey carries a <-chan os.Signal in run's ctx: each value re-reads
-// the servers file. main sends SIGHUP on it; tests their own.
-type reloadKey struct{}
-
-// withReload returns ctx carrying reload for run.
-func withReload(ctx context.Context, reload <-chan os.Signal) context.Context {
-	return context.WithValue(ctx, reloadKey{}, reload)
+// runOptions is what run takes beyond its arguments; ctx only cancels.
+type runOptions struct {
+	Reload    <-chan os.Signal  // each value re-reads the servers file (main: SIGHUP); nil never
+	Listening func(addr string) // if set, told the bound address once serving (tests on port 0)
 }
 
-// run is the whole program: parse flags and environment, start the
-// upstream machinery, listen, serve until ctx ends, then shut down in
-// order. Each value sent on ctx's reload channel (withReload) re-reads
-// the servers file.
+// run is runWith with no reload channel and no listening callback.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	reload, _ := ctx.Value(reloadKey{}).(<-chan os.Signal) // nil: never
+	return runWith(ctx, runOptions{}, args, getenv, stdout, stderr)
+}
+
+// runWith parses flags and environment and runs a command, or the
+// gateway: started step by step, served until ctx ends, then stopped by
+// undoing the steps, last first (undoStack).
+func runWith(ctx context.Context, opts runOptions, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -87,11 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting switchboard", append([]any{"version", version}, cfg.LogAttrs()...)...)
+	undo := &undoStack{log: log, timeout: cfg.ShutdownTimeout}
+	defer undo.unwind() // a failed start: undo what had started
+
 	stopTracing, err := startTracing(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer stopTracing() // last: after closeAll, so no span is lost
+	undo.push("tracing", func(context.Context) error { stopTracing(); return nil }) // last: no span is lost
 
 	specs, err := loadSpecs(cfg, getenv)
 	if err != nil {
@@ -104,7 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
-	defer ln.Close() // on an early return; after Serve, closing again is harmless
+	undo.push("listener", func(context.Context) error { _ = ln.Close(); return nil }) // once served, closed already
 	fileHosted, err := loadHosted(cfg)
 	if err != nil {
 		return err
@@ -122,9 +121,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	undo.push("store", func(context.Context) error { return st.Close() })
 	key, err := secrets.LoadKey(cfg.SecretKey, cfg.DataDir)
 	if err != nil {
-		_ = st.Close()
 		return err
 	}
 	for _, w := range key.Warnings {
@@ -138,39 +137,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = checkKey(ctx, st, box, key)
 	}
 	if err != nil {
-		_ = st.Close()
 		return err
 	}
-	var calls *calllog.Writer
-	observers := observeAll{}
-	if cfg.CallLog {
-		spoolDir := filepath.Join(cfg.DataDir, "calllog")
-		recoverSpool(ctx, log, st, spoolDir)
-		calls = calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
-		observers = append(observers, calls)
-	}
-	// One Docker engine client for hosted servers and the sandbox: no I/O
-	// until they use it; closed when run returns, after both stopped.
 	inst, err := instanceName(ctx, cfg, st)
 	if err != nil {
-		_ = st.Close()
 		return err
 	}
 	proc, err := lease.Start(ctx, st, lease.Options{TTL: cfg.OwnerLease, Logger: log})
 	if err != nil {
-		_ = st.Close()
 		return err
 	}
+	undo.push("lease", proc.Close) // after every container of this process is gone
+	// One Docker engine client for hosted servers and the sandbox: no I/O
+	// until they use it; closed after both stopped.
 	diskDir, _ := filepath.Abs(filepath.Join(cfg.DataDir, "disks"))
 	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Owner: proc.ID(), DiskDir: diskDir, Logger: log})
 	if err != nil {
-		_ = proc.Close(ctx)
-		_ = st.Close()
 		return fmt.Errorf("DOCKER_HOST: %w", err)
 	}
-	defer eng.Close()
+	undo.push("engine client", func(context.Context) error { return eng.Close() })
 	own := startOwnership(ctx, proc, eng, log)
+	undo.push("container sweep", own.close)
+	observers := observeAll{}
+	if cfg.CallLog {
+		spoolDir := filepath.Join(cfg.DataDir, "calllog")
+		recoverSpool(ctx, log, st, spoolDir)
+		calls := calllog.New(st, calllog.Options{Logger: log, SpoolDir: spoolDir})
+		undo.push("call log", calls.Close) // flushed after every call has ended
+		observers = append(observers, calls)
+	}
 	sbox := startSandbox(ctx, cfg, st, eng, log)
+	undo.push("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).
 	var hopBytes [8]byte
@@ -179,16 +176,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	met := metrics.New()
 	observers = append(observers, met)
 	var hub *projects.Hub
-	hr := newHosted(ctx, cfg, log, st, eng, box, func() *projects.Hub { return hub })
-	met.Hosted(hr.svc.All)
 	cat, err := newCatalog(ctx, cfg, log, eng, func() *projects.Hub { return hub })
 	if err != nil {
-		_ = hr.Close(ctx)
-		sbox.close(ctx)
-		_ = own.close(ctx)
-		_ = st.Close()
 		return err
 	}
+	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
+	hr := newHosted(ctx, cfg, log, st, eng, box, func() *projects.Hub { return hub })
+	undo.push("hosted servers", hr.Close)
+	met.Hosted(hr.svc.All)
 	hub = projects.New(projects.Options{
 		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState,
@@ -217,10 +212,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			StatusSections: func(ctx context.Context) map[string]any { return cat.status(sbox.status(ctx)) },
 		},
 	})
+	undo.push("projects", hub.Close) // upstream children
 	sbox.setHub(hub)
 	met.Sessions(hub.Sessions)
 	if err := hub.Start(ctx, specs); err != nil {
-		closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 		return fmt.Errorf("loading projects from the store (%s): %w", cfg.StoreDescription(), err)
 	}
 	startHosted(ctx, log, hr, fileHosted)
@@ -263,76 +258,81 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.PprofAddr != "" {
 		stop, err := servePprof(log, cfg.PprofAddr)
 		if err != nil {
-			_ = ln.Close()
-			closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 			return err
 		}
-		defer stop()
+		undo.push("pprof", func(context.Context) error { stop(); return nil })
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
-	if fn, ok := ctx.Value(listeningKey{}).(func(string)); ok {
-		fn(ln.Addr().String())
+	if opts.Listening != nil {
+		opts.Listening(ln.Addr().String())
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 1) // Serve returns once srv shuts down
 	go func() { serveErr <- srv.Serve(ln) }()
+	undo.push("http", func(ctx context.Context) error {
+		// Both at once: srv.Shutdown stops accepting and waits for requests
+		// in flight; the hub lets legacy calls send their answers, then
+		// ends the client streams that srv.Shutdown would wait on forever.
+		var edges sync.WaitGroup
+		edges.Go(func() {
+			if err := hub.Shutdown(ctx); err != nil {
+				log.Warn("client sessions cut off at the shutdown timeout", "err", err)
+			}
+		})
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
+			_ = srv.Close()
+		}
+		edges.Wait()
+		return nil
+	})
 
 	for {
 		select {
 		case err := <-serveErr:
-			closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
 			return fmt.Errorf("serve: %w", err)
-		case <-reload:
+		case <-opts.Reload:
 			_, _ = reloadFile(ctx) // logged inside
 			continue
 		case <-ctx.Done():
 		}
 		break
 	}
-
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
-	// Each step gets its own deadline: ctx is already cancelled.
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	// Both at once: srv.Shutdown stops accepting at once and waits for
-	// requests in flight; the hub lets legacy calls send their answers,
-	// then ends the client streams that srv.Shutdown would wait on forever.
-	var edges sync.WaitGroup
-	edges.Go(func() {
-		if err := hub.Shutdown(sctx); err != nil {
-			log.Warn("client sessions cut off at the shutdown timeout", "err", err)
-		}
-	})
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("in-flight requests cut off at the shutdown timeout", "err", err)
-		_ = srv.Close()
-	}
-	edges.Wait()
-	closeAll(log, cfg, hub, hr, cat, sbox, calls, own, st)
+	undo.unwind()
 	log.Info("stopped")
 	return nil
 }
 
-// closeAll stops what run started, in order: client streams, upstream
-// children, the call log (flushed), and the store last. Each step has its
-// own deadline.
-func closeAll(log *slog.Logger, cfg config.Config, hub *projects.Hub, hr *hostedRuntime, cat *catalogRuntime, sbox *sandboxRuntime, calls *calllog.Writer, own *ownership, st switchboard.Store) {
-	step := func(name string, fn func(context.Context) error) {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+// undoStack is how run cleans up, even after a partial start (caddy's
+// model): each start step that succeeds pushes its undo, and a failed
+// start and a shutdown both unwind it, last first. That is the shutdown
+// order: stop accepting and close client streams, stop upstream, hosted,
+// catalog and sandbox containers, flush the call log, stop sweeping,
+// release the lease, close the store, and stop tracing so no span is lost.
+type undoStack struct {
+	log     *slog.Logger
+	timeout time.Duration // of each step
+	steps   []func()
+}
+
+// push adds the undo of a step that succeeded, named if it fails.
+func (u *undoStack) push(name string, fn func(context.Context) error) {
+	u.steps = append(u.steps, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 		defer cancel()
 		if err := fn(ctx); err != nil {
-			log.Warn("shutdown step did not finish", "step", name, "err", err)
+			u.log.Warn("shutdown step did not finish", "step", name, "err", err)
 		}
-	}
-	step("projects", hub.Close)
-	step("hosted servers", hr.Close)
-	step("catalog containers", cat.Close) // the sessions they served ended with the hub
-	step("sandbox sessions", sbox.close)  // containers removed; workspaces kept
-	if calls != nil {
-		step("call log", calls.Close)
-	}
-	step("lease", own.close) // after every container of this process is gone
-	if err := st.Close(); err != nil {
-		log.Warn("closing the store", "err", err)
+	})
+}
+
+// unwind undoes every step pushed, last first, each under its own
+// deadline (run's ctx is cancelled by then); unwinding again does nothing.
+func (u *undoStack) unwind() {
+	for len(u.steps) > 0 {
+		last := u.steps[len(u.steps)-1]
+		u.steps = u.steps[:len(u.steps)-1]
+		last()
 	}
 }
 
