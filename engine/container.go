@@ -367,7 +367,12 @@ func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]s
 	if e.owner != "" {
 		l[LabelOwner] = e.owner
 	}
-	return e.remove(ctx, l, func(st State) bool { return st.Labels[LabelOwner] != e.owner })
+	removed, err := e.remove(ctx, l, func(st State) bool { return st.Labels[LabelOwner] != e.owner })
+	ids := make([]string, len(removed))
+	for i, st := range removed {
+		ids[i] = st.ID
+	}
+	return ids, err
 }
 
 // Sweep removes this instance's containers whose owner is not alive: a
@@ -377,8 +382,7 @@ func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]s
 // is taken to be alive. It returns what it removed.
 func (e *Engine) Sweep(ctx context.Context, alive func(ctx context.Context, owner string) (bool, error)) ([]State, error) {
 	verdict := map[string]bool{}
-	var removed []State
-	ids, err := e.remove(ctx, nil, func(st State) bool {
+	return e.remove(ctx, nil, func(st State) bool {
 		o := st.Labels[LabelOwner]
 		if e.owner != "" && o == e.owner {
 			return true
@@ -392,33 +396,32 @@ func (e *Engine) Sweep(ctx context.Context, alive func(ctx context.Context, owne
 			}
 			verdict[o], v = a, a
 		}
-		if !v {
-			removed = append(removed, st)
-		}
 		return v
 	})
-	if len(ids) < len(removed) {
-		removed = removed[:len(ids)]
-	}
-	return removed, err
 }
 
 // remove removes this instance's containers carrying labels for which
-// keep returns false (all when keep is nil), and returns their ids.
-func (e *Engine) remove(ctx context.Context, labels map[string]string, keep func(State) bool) ([]string, error) {
-	list, err := e.List(ctx, labels)
+// keep returns false (all when keep is nil), and returns them. It reads
+// the engine's list only (id, name, image, labels, state), not each
+// container's inspect: Sweep runs every lease period.
+func (e *Engine) remove(ctx context.Context, labels map[string]string, keep func(State) bool) ([]State, error) {
+	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: e.filters(labels)})
 	if err != nil {
-		return nil, err
+		return nil, e.wrap(err, "list containers")
 	}
-	var removed []string
-	for _, st := range list {
+	var removed []State
+	for _, c := range res.Items {
+		st := State{ID: c.ID, Image: c.Image, Labels: c.Labels, Status: string(c.State), Running: c.State == container.StateRunning}
+		if len(c.Names) > 0 {
+			st.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
 		if keep != nil && keep(st) {
 			continue
 		}
 		if err := e.Remove(ctx, st.ID); err != nil {
 			return removed, err
 		}
-		removed = append(removed, st.ID)
+		removed = append(removed, st)
 	}
 	return removed, nil
 }

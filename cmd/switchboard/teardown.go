@@ -46,15 +46,16 @@ func (t *teardown) ProjectUsage(ctx context.Context, project string) ([]string, 
 		return nil, err
 	}
 	add(len(rows), "hosted server", "hosted servers")
-	if t.eng != nil {
+	// What the services named is what the engine holds for the project;
+	// ask the engine only for what none of them knows (a catalog's
+	// containers and volumes, leftovers).
+	if t.eng != nil && len(out) == 0 {
 		containers, volumes, err := t.eng.ProjectObjects(ctx, project)
 		if err != nil && !errors.Is(err, switchboard.ErrUnavailable) {
 			return nil, err
 		}
-		if len(out) == 0 { // else these are the same things again
-			add(containers, "container", "containers")
-			add(volumes, "volume", "volumes")
-		}
+		add(containers, "container", "containers")
+		add(volumes, "volume", "volumes")
 	}
 	return out, nil
 }

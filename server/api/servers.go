@@ -159,19 +159,8 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}
-	name, err := pathServer(r)
+	rec, err := a.storedServer(r, p)
 	if err != nil {
-		return err
-	}
-	rec, err := a.st.GetServer(r.Context(), p, name)
-	if err != nil {
-		return err
-	}
-	// The stored kind decides, as for DELETE: any change to a stdio
-	// server is an admin action, whatever the new entry says. Turning it
-	// into a remote server would otherwise let a project token stop the
-	// admin's command and then delete what is left.
-	if err := a.stdioAllowed(r, rec.Transport); err != nil {
 		return err
 	}
 	if in.Name != nil {
@@ -205,26 +194,36 @@ func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
-	p := r.PathValue("project")
+// storedServer reads the server the path names, for a change or a
+// deletion. The stored kind decides who may: any change to a stdio server
+// (its entry, name, description, switch, or its removal, which also frees
+// the secrets it referenced for a project token to set) is the admin's,
+// whatever a new entry says; turning it into a remote server would
+// otherwise let a project token stop the admin's command and then delete
+// what is left.
+func (a *API) storedServer(r *http.Request, project string) (switchboard.ServerRecord, error) {
 	name, err := pathServer(r)
 	if err != nil {
-		return err
+		return switchboard.ServerRecord{}, err
 	}
-	// Removing a stdio server changes what runs on the host (and frees
-	// the secrets it referenced for a project token to set): admin's.
-	rec, err := a.st.GetServer(r.Context(), p, name)
+	rec, err := a.st.GetServer(r.Context(), project, name)
+	if err != nil {
+		return switchboard.ServerRecord{}, err
+	}
+	return rec, a.stdioAllowed(r, rec.Transport)
+}
+
+func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) error {
+	p := r.PathValue("project")
+	rec, err := a.storedServer(r, p)
 	if err != nil {
 		return err
 	}
-	if err := a.stdioAllowed(r, rec.Transport); err != nil {
-		return err
-	}
-	if err := a.st.DeleteServer(r.Context(), p, name); err != nil {
+	if err := a.st.DeleteServer(r.Context(), p, rec.Name); err != nil {
 		return err
 	}
 	a.reconcile(r.Context(), p)
-	a.log.Info("server deleted", "project", p, "server", name)
+	a.log.Info("server deleted", "project", p, "server", rec.Name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
