@@ -3,21 +3,23 @@ package engine
 import (
 	"context"
 	"errors"
+
+	"github.com/moby/moby/client"
 )
 
 // ProjectObjects counts this instance's containers (of any owner) and
 // volumes labelled with project. Errors: ErrUnavailable.
 func (e *Engine) ProjectObjects(ctx context.Context, project string) (containers, volumes int, err error) {
 	l := map[string]string{LabelProject: project}
-	cs, err := e.List(ctx, l)
+	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: e.filters(l)})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, e.wrap(err, "list containers")
 	}
 	vs, err := e.ListVolumes(ctx, l)
 	if err != nil {
 		return 0, 0, err
 	}
-	return len(cs), len(vs), nil
+	return len(cs.Items), len(vs), nil
 }
 
 // RemoveProject removes what is left of a deleted project: this

@@ -218,16 +218,17 @@ func (s *Service) Status(ctx context.Context) Status {
 
 const statusTTL = 10 * time.Second
 
-// Refresh probes the engine now, as Status does, and reports whether its
+// Refresh probes the engine as Status does and reports whether its
 // reachability changed since the last probe: the tools' descriptions say
 // when it is unreachable, so their server should be listed again.
+//
+// It shares Status's probe: within statusTTL of the last one, nothing
+// is asked of the engine again.
 func (s *Service) Refresh(ctx context.Context) bool {
-	st := s.probeEngine(ctx)
 	s.mu.Lock()
 	before := s.probe.Engine
-	s.probe, s.probedAt = st, time.Now()
 	s.mu.Unlock()
-	return (before == "reachable") != (st.Engine == "reachable")
+	return (before == "reachable") != (s.Status(ctx).Engine == "reachable")
 }
 
 // engineDown is why the engine was unreachable at the last probe; "" when
