@@ -113,7 +113,11 @@ func (s *Service) removeWorkspace(ctx context.Context, id, volume string) error 
 	if s.opts.Store == nil {
 		return nil
 	}
-	if err := s.opts.Store.DeleteWorkspace(ctx, id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+	// The volume is gone: the row goes too even if ctx ends now (the
+	// sweeper's, at Close), or it would claim a workspace that is not.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.opts.Store.DeleteWorkspace(rctx, id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 		return switchboard.Errorf(switchboard.ErrInternal, "sandbox: deleting the row of workspace %s failed", id)
 	}
 	return nil

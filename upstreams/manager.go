@@ -371,7 +371,13 @@ func (m *Manager) Catalog() *switchboard.Catalog { return m.catalog.Load() }
 // and the catalog holds what is connected (and the last known tools of a
 // server that is reconnecting); Status says which servers are unavailable.
 // So a tools/list waits on a known-bad server once, not once per retry.
-func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
+func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog { return m.tools(ctx, false) }
+
+// tools is Tools; for a call (Lookup of a tool not known yet) it also
+// waits on a connect under way or due (a retry, a restarted hosted
+// server): the call needs its server, where a listing only shows what
+// there is.
+func (m *Manager) tools(ctx context.Context, forCall bool) *switchboard.Catalog {
 	// Connects end by themselves at the connect timeout; the grace only
 	// guards against a transport that ignores it.
 	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout+2*time.Second)
@@ -384,9 +390,10 @@ func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog {
 		u.mu.Lock()
 		switch {
 		case u.closed || u.spec.Err != nil || u.conn != nil || u.reconnecting:
-		case !u.tried:
+		case !u.tried, forCall && (u.state == switchboard.StateIdle || u.connecting != nil):
 			// The first attempt, starting now or already under way
-			// (another list, a call, a reload's replacement).
+			// (another list, a call, a reload's replacement); for a call,
+			// any attempt.
 			waits = append(waits, u.startConnectLocked())
 		case !u.listed:
 			u.startConnectLocked()
@@ -409,7 +416,7 @@ func (m *Manager) Lookup(ctx context.Context, name string) (switchboard.Tool, bo
 	if t, ok := m.catalog.Load().Lookup(name); ok {
 		return t, true
 	}
-	return m.Tools(ctx).Lookup(name)
+	return m.tools(ctx, true).Lookup(name)
 }
 
 // Call calls the tool clients know as req.Tool with the client's raw
