@@ -79,7 +79,7 @@ func TestDeleteProject(t *testing.T) {
 		t.Fatalf("q's session after p's deletion: %+v", r)
 	}
 	var list struct {
-		Workspaces []sandbox.WorkspaceInfo `json:"workspaces"`
+		Workspaces []switchboard.WorkspaceInfo `json:"workspaces"`
 	}
 	raw, _ := f.callCtx(ctx, "q", "agent-1", "list_workspaces", map[string]any{}, nil)
 	if err := json.Unmarshal(raw, &list); err != nil || len(list.Workspaces) != 1 {
@@ -270,14 +270,14 @@ func orNone(agent string) string {
 }
 
 // wsInfo returns workspace id as list_workspaces shows it (nil: absent).
-func (f *fixture) wsInfo(id string) *sandbox.WorkspaceInfo {
+func (f *fixture) wsInfo(id string) *switchboard.WorkspaceInfo {
 	f.t.Helper()
 	raw, rerr := f.callCtx(context.Background(), "p", "agent-1", "list_workspaces", map[string]any{}, nil)
 	if rerr != nil {
 		f.t.Fatal(rerr)
 	}
 	var list struct {
-		Workspaces []sandbox.WorkspaceInfo `json:"workspaces"`
+		Workspaces []switchboard.WorkspaceInfo `json:"workspaces"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
 		f.t.Fatal(err)

@@ -31,15 +31,7 @@ type workspaceConfig struct {
 	// shut down, or found gone after a crash).
 	EndedAt time.Time `json:"ended_at,omitzero"`
 	// Attaches are its last maxAttaches attaches, oldest first.
-	Attaches []AttachEvent `json:"attach_history,omitempty"`
-}
-
-// AttachEvent is one attach of a workspace: who held it before (the
-// agent session attached, or that used it last; "" none) and who took it.
-type AttachEvent struct {
-	Previous string    `json:"previous_agent_session_id"`
-	Holder   string    `json:"agent_session_id"`
-	At       time.Time `json:"at"`
+	Attaches []switchboard.AttachEvent `json:"attach_history,omitempty"`
 }
 
 // maxAttaches bounds the attach history a row keeps.
@@ -47,7 +39,7 @@ const maxAttaches = 20
 
 // recordAttach appends e to the attach history, keeping the last
 // maxAttaches.
-func (c *workspaceConfig) recordAttach(e AttachEvent) {
+func (c *workspaceConfig) recordAttach(e switchboard.AttachEvent) {
 	c.Attaches = append(c.Attaches, e)
 	if n := len(c.Attaches); n > maxAttaches {
 		c.Attaches = slices.Clone(c.Attaches[n-maxAttaches:])

@@ -16,7 +16,7 @@ func TestAttachHistoryBounded(t *testing.T) {
 	var cfg workspaceConfig
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range maxAttaches + 5 {
-		cfg.recordAttach(AttachEvent{Previous: fmt.Sprint("a", i-1), Holder: fmt.Sprint("a", i), At: t0.Add(time.Duration(i) * time.Second)})
+		cfg.recordAttach(switchboard.AttachEvent{Previous: fmt.Sprint("a", i-1), Holder: fmt.Sprint("a", i), At: t0.Add(time.Duration(i) * time.Second)})
 	}
 	raw, _ := json.Marshal(cfg)
 	var back workspaceConfig

@@ -19,24 +19,6 @@ const (
 	WorkspaceSnapshot = "snapshot" // a frozen copy, restorable
 )
 
-// WorkspaceInfo describes one workspace or snapshot.
-type WorkspaceInfo struct {
-	WorkspaceID    string    `json:"workspace_id"`
-	Status         string    `json:"status"`
-	Volume         string    `json:"volume"`
-	AgentSessionID string    `json:"agent_session_id"`
-	SessionID      string    `json:"session_id,omitempty"` // the live sandbox session on it
-	SnapshotOf     string    `json:"snapshot_of,omitempty"`
-	LastUsedAt     time.Time `json:"last_used_at"`
-	CreatedAt      time.Time `json:"created_at"`
-	// Anonymous: made by an execution without session_id and never
-	// attached, detached or snapshotted; ExpiresAt is when the retention
-	// rule deletes it (set once its session has ended).
-	Anonymous     bool          `json:"anonymous,omitempty"`
-	ExpiresAt     *time.Time    `json:"expires_at,omitempty"`
-	AttachHistory []AttachEvent `json:"attach_history,omitempty"`
-}
-
 var errNoStore = switchboard.Errorf(switchboard.ErrConfig, "sandbox: workspaces need the gateway's store")
 
 // kindAny makes workspaceRow accept a workspace or a snapshot.
@@ -85,8 +67,8 @@ func (s *Service) liveOn(id string) *session {
 }
 
 // infoOf describes row w.
-func (s *Service) infoOf(w switchboard.Workspace, cfg workspaceConfig) WorkspaceInfo {
-	info := WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeOf(w), AgentSessionID: w.AgentSessionID,
+func (s *Service) infoOf(w switchboard.Workspace, cfg workspaceConfig) switchboard.WorkspaceInfo {
+	info := switchboard.WorkspaceInfo{WorkspaceID: w.ID, Status: w.Status, Volume: volumeOf(w), AgentSessionID: w.AgentSessionID,
 		SnapshotOf: cfg.SnapshotOf, LastUsedAt: w.LastUsedAt, CreatedAt: w.CreatedAt, Anonymous: cfg.Anonymous, AttachHistory: cfg.Attaches}
 	if x := s.liveOn(w.ID); x != nil {
 		info.SessionID = x.id
@@ -99,7 +81,7 @@ func (s *Service) infoOf(w switchboard.Workspace, cfg workspaceConfig) Workspace
 }
 
 // Workspaces lists project's workspaces and snapshots.
-func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceInfo, error) {
+func (s *Service) Workspaces(ctx context.Context, project string) ([]switchboard.WorkspaceInfo, error) {
 	if s.opts.Store == nil {
 		return nil, errNoStore
 	}
@@ -107,7 +89,7 @@ func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceIn
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrInternal, "sandbox: listing workspaces failed")
 	}
-	out := []WorkspaceInfo{}
+	out := []switchboard.WorkspaceInfo{}
 	for _, w := range rows {
 		var cfg workspaceConfig
 		_ = json.Unmarshal(w.Config, &cfg)
@@ -118,10 +100,10 @@ func (s *Service) Workspaces(ctx context.Context, project string) ([]WorkspaceIn
 
 // GetWorkspace describes project's workspace or snapshot id, with its
 // attach history. Errors: ErrNotFound.
-func (s *Service) GetWorkspace(ctx context.Context, project, id string) (WorkspaceInfo, error) {
+func (s *Service) GetWorkspace(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error) {
 	w, cfg, err := s.workspaceRow(ctx, project, id, kindAny)
 	if err != nil {
-		return WorkspaceInfo{}, err
+		return switchboard.WorkspaceInfo{}, err
 	}
 	return s.infoOf(w, cfg), nil
 }
@@ -177,7 +159,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 		cfg.Anonymous = false
 		w.LastUsedAt = now
 		if took && agent != "" {
-			cfg.recordAttach(AttachEvent{Previous: previous, Holder: agent, At: now.UTC()})
+			cfg.recordAttach(switchboard.AttachEvent{Previous: previous, Holder: agent, At: now.UTC()})
 		}
 	})
 	return x.describe(), nil
@@ -187,18 +169,18 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 // container goes), its files stay, and it is kept (no longer anonymous).
 // Errors: ErrNotFound, ErrConflict when another agent session holds it
 // and agent is not "" (the API's administrative detach passes "").
-func (s *Service) Detach(ctx context.Context, project, agent, id string) (WorkspaceInfo, error) {
+func (s *Service) Detach(ctx context.Context, project, agent, id string) (switchboard.WorkspaceInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	if _, _, err := s.workspaceRow(ctx, project, id, ""); err != nil {
-		return WorkspaceInfo{}, err
+		return switchboard.WorkspaceInfo{}, err
 	}
 	if x := s.liveOn(id); x != nil {
 		if err := checkHolder(x, agent, ToolDetachWorkspace); err != nil {
-			return WorkspaceInfo{}, err
+			return switchboard.WorkspaceInfo{}, err
 		}
 		if err := s.stop(ctx, x, "detach"); err != nil {
-			return WorkspaceInfo{}, err
+			return switchboard.WorkspaceInfo{}, err
 		}
 	}
 	w, cfg, err := s.updateRow(ctx, id, func(w *switchboard.Workspace, cfg *workspaceConfig) bool {
@@ -211,7 +193,7 @@ func (s *Service) Detach(ctx context.Context, project, agent, id string) (Worksp
 		return true
 	})
 	if err != nil {
-		return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: updating workspace %s failed", id)
+		return switchboard.WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: updating workspace %s failed", id)
 	}
 	return s.infoOf(w, cfg), nil
 }
@@ -257,16 +239,16 @@ func (s *Service) SessionEnded(project, agent string) <-chan struct{} {
 // the workspace is kept from then on (no longer anonymous). Errors:
 // ErrNotFound, ErrConflict (attached to another agent session, named),
 // the engine's.
-func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (WorkspaceInfo, error) {
+func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (switchboard.WorkspaceInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	w, cfg, err := s.workspaceRow(ctx, project, id, "")
 	if err != nil {
-		return WorkspaceInfo{}, err
+		return switchboard.WorkspaceInfo{}, err
 	}
 	if x := s.liveOn(id); x != nil {
 		if err := checkHolder(x, agent, ToolSnapshotWorkspace); err != nil {
-			return WorkspaceInfo{}, err
+			return switchboard.WorkspaceInfo{}, err
 		}
 		cid := x.container()
 		switch err := s.opts.Engine.Pause(ctx, cid); {
@@ -274,7 +256,7 @@ func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (Work
 			// The container is gone (its next call starts another):
 			// nothing writes to the volume.
 		case err != nil:
-			return WorkspaceInfo{}, engineError(err)
+			return switchboard.WorkspaceInfo{}, engineError(err)
 		default:
 			defer func() {
 				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -302,12 +284,12 @@ func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (Work
 
 // Restore makes a new workspace (status ready) holding exactly snapshot
 // snap's files. Errors: ErrNotFound, the engine's.
-func (s *Service) Restore(ctx context.Context, project, snap string) (WorkspaceInfo, error) {
+func (s *Service) Restore(ctx context.Context, project, snap string) (switchboard.WorkspaceInfo, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	w, cfg, err := s.workspaceRow(ctx, project, snap, WorkspaceSnapshot)
 	if err != nil {
-		return WorkspaceInfo{}, err
+		return switchboard.WorkspaceInfo{}, err
 	}
 	info, err := s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor})
 	if err == nil {
@@ -318,22 +300,22 @@ func (s *Service) Restore(ctx context.Context, project, snap string) (WorkspaceI
 
 // copyInto creates a workspace row with status and a volume holding a
 // copy of from's volume.
-func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, fromCfg workspaceConfig, status string, cfg workspaceConfig) (WorkspaceInfo, error) {
+func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, fromCfg workspaceConfig, status string, cfg workspaceConfig) (switchboard.WorkspaceInfo, error) {
 	raw, _ := json.Marshal(cfg)
 	w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
 		ProjectID: from.ProjectID, ContainerType: switchboard.ContainerWorkspace, Image: from.Image, Config: raw,
 		Status: "creating", Provider: engine.Provider, LastUsedAt: time.Now(),
 	})
 	if err != nil {
-		return WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed")
+		return switchboard.WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed")
 	}
 	cfg.Volume = volumeFor(w.ID)
-	fail := func(err error) (WorkspaceInfo, error) {
+	fail := func(err error) (switchboard.WorkspaceInfo, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = s.opts.Engine.RemoveVolume(dctx, cfg.Volume)
 		_ = s.opts.Store.DeleteWorkspace(dctx, w.ID)
-		return WorkspaceInfo{}, err
+		return switchboard.WorkspaceInfo{}, err
 	}
 	if err := s.createVolume(ctx, cfg.Volume, w.ID, w.ProjectID); err != nil {
 		return fail(engineError(err))

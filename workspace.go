@@ -1,0 +1,30 @@
+package switchboard
+
+import "time"
+
+// WorkspaceInfo describes one sandbox workspace or snapshot, as the admin
+// API (/api/v1/projects/{p}/workspaces) and the sandbox report it.
+type WorkspaceInfo struct {
+	WorkspaceID    string    `json:"workspace_id"`
+	Status         string    `json:"status"`
+	Volume         string    `json:"volume"`
+	AgentSessionID string    `json:"agent_session_id"`
+	SessionID      string    `json:"session_id,omitempty"` // the live sandbox session on it
+	SnapshotOf     string    `json:"snapshot_of,omitempty"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	CreatedAt      time.Time `json:"created_at"`
+	// Anonymous: made by an execution without session_id and never
+	// attached, detached or snapshotted; ExpiresAt is when the retention
+	// rule deletes it (set once its session has ended).
+	Anonymous     bool          `json:"anonymous,omitempty"`
+	ExpiresAt     *time.Time    `json:"expires_at,omitempty"`
+	AttachHistory []AttachEvent `json:"attach_history,omitempty"`
+}
+
+// AttachEvent is one attach of a workspace: who held it before (the
+// agent session attached, or that used it last; "" none) and who took it.
+type AttachEvent struct {
+	Previous string    `json:"previous_agent_session_id"`
+	Holder   string    `json:"agent_session_id"`
+	At       time.Time `json:"at"`
+}
