@@ -28,3 +28,18 @@ type AttachEvent struct {
 	Holder   string    `json:"agent_session_id"`
 	At       time.Time `json:"at"`
 }
+
+// SandboxSession describes one sandbox session, as get_sessions lists it
+// and as attaching a workspace through the admin API answers.
+type SandboxSession struct {
+	SessionID      string    `json:"session_id"`
+	Project        string    `json:"-"`
+	Template       string    `json:"template"`
+	Flavor         string    `json:"flavor"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	AgentSessionID string    `json:"agent_session_id"`
+	WorkspaceID    string    `json:"workspace_id"`
+	Volume         string    `json:"volume"`
+}

@@ -77,11 +77,11 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			if err != nil {
 				return nil, err
 			}
-			list = []SessionInfo{x.describe()}
+			list = []switchboard.SandboxSession{x.describe()}
 			s.used(ctx, x.workspaceID)
 		}
 		if list == nil {
-			list = []SessionInfo{}
+			list = []switchboard.SandboxSession{}
 		}
 		return switchboard.StructuredResult(map[string]any{"sessions": list})
 	case ToolStopSession:

@@ -563,35 +563,21 @@ func (x *session) agent() string {
 	return x.agentSession
 }
 
-// SessionInfo describes one session, as get_sessions lists it.
-type SessionInfo struct {
-	SessionID      string    `json:"session_id"`
-	Project        string    `json:"-"`
-	Template       string    `json:"template"`
-	Flavor         string    `json:"flavor"`
-	Status         string    `json:"status"`
-	CreatedAt      time.Time `json:"created_at"`
-	LastUsedAt     time.Time `json:"last_used_at"`
-	AgentSessionID string    `json:"agent_session_id"`
-	WorkspaceID    string    `json:"workspace_id"`
-	Volume         string    `json:"volume"`
-}
-
-func (x *session) describe() SessionInfo {
+func (x *session) describe() switchboard.SandboxSession {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	status := "idle"
 	if x.running > 0 {
 		status = "running"
 	}
-	return SessionInfo{SessionID: x.id, Project: x.project, Template: x.template, Flavor: x.flavor, Status: status,
+	return switchboard.SandboxSession{SessionID: x.id, Project: x.project, Template: x.template, Flavor: x.flavor, Status: status,
 		CreatedAt: x.createdAt.UTC(), LastUsedAt: x.lastUsed.UTC(), AgentSessionID: x.agent(),
 		WorkspaceID: x.workspaceID, Volume: x.volume}
 }
 
 // Sessions lists project's sessions, oldest first ("" lists every
 // project's).
-func (s *Service) Sessions(project string) []SessionInfo {
+func (s *Service) Sessions(project string) []switchboard.SandboxSession {
 	s.mu.Lock()
 	var list []*session
 	for _, x := range s.sessions {
@@ -600,11 +586,11 @@ func (s *Service) Sessions(project string) []SessionInfo {
 		}
 	}
 	s.mu.Unlock()
-	out := make([]SessionInfo, len(list))
+	out := make([]switchboard.SandboxSession, len(list))
 	for i, x := range list {
 		out[i] = x.describe()
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b switchboard.SandboxSession) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out
 }
 
@@ -613,13 +599,13 @@ func (s *Service) Sessions(project string) []SessionInfo {
 // at once when the retention is negative). Errors: ErrNotFound,
 // ErrConflict (its workspace is attached to another agent session,
 // named).
-func (s *Service) StopSession(ctx context.Context, project, agent, id string) (SessionInfo, bool, error) {
+func (s *Service) StopSession(ctx context.Context, project, agent, id string) (switchboard.SandboxSession, bool, error) {
 	x, err := s.lookup(project, id)
 	if err != nil {
-		return SessionInfo{}, false, err
+		return switchboard.SandboxSession{}, false, err
 	}
 	if err := checkHolder(x, agent, ToolStopSession); err != nil {
-		return SessionInfo{}, false, err
+		return switchboard.SandboxSession{}, false, err
 	}
 	info := x.describe()
 	// Running executions are killed with the container; waiting for

@@ -213,7 +213,7 @@ func TestToolsAndSessions(t *testing.T) {
 		t.Fatal(rerr)
 	}
 	var gs struct {
-		Sessions []sandbox.SessionInfo `json:"sessions"`
+		Sessions []switchboard.SandboxSession `json:"sessions"`
 	}
 	_ = json.Unmarshal(raw, &gs)
 	if len(gs.Sessions) != 1 || gs.Sessions[0].SessionID != sid || gs.Sessions[0].AgentSessionID != "agent-1" || gs.Sessions[0].WorkspaceID == "" || gs.Sessions[0].Flavor != "small" {

@@ -113,12 +113,12 @@ func (s *Service) GetWorkspace(ctx context.Context, project, id string) (switchb
 // attach is recorded in the row's history and makes the workspace kept
 // (no longer anonymous). Errors: ErrNotFound, ErrConflict naming the
 // agent session holding it, and those of starting a session.
-func (s *Service) Attach(ctx context.Context, project, agent, id, template, flavor string) (SessionInfo, error) {
+func (s *Service) Attach(ctx context.Context, project, agent, id, template, flavor string) (switchboard.SandboxSession, error) {
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	w, cfg, err := s.workspaceRow(ctx, project, id, "")
 	if err != nil {
-		return SessionInfo{}, err
+		return switchboard.SandboxSession{}, err
 	}
 	took := true // the attach changes the holder
 	x := s.liveOn(id)
@@ -127,7 +127,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 		holder := x.attachedBy
 		if holder != "" && holder != agent {
 			x.mu.Unlock()
-			return SessionInfo{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s; it must detach (detach_workspace) or end its MCP session first", id, holder)
+			return switchboard.SandboxSession{}, switchboard.Errorf(switchboard.ErrConflict, "workspace %s is attached to agent session %s; it must detach (detach_workspace) or end its MCP session first", id, holder)
 		}
 		took = holder != agent
 		x.attachedBy = agent
@@ -141,7 +141,7 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 			flavor = cfg.Flavor
 		}
 		if x, err = s.createOn(ctx, project, agent, template, flavor, id); err != nil {
-			return SessionInfo{}, err
+			return switchboard.SandboxSession{}, err
 		}
 		x.mu.Lock()
 		x.attachedBy = agent
