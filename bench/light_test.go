@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,8 +142,10 @@ func BenchmarkLight(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer floorProxy.Close()
-	// BENCH_LIGHT_PROFILE=dir writes a CPU profile of the gateway (call
-	// log on) per session count: dir/gateway-8.pprof, for go tool pprof.
+	// BENCH_LIGHT_PROFILE=dir writes a CPU profile of each gateway target
+	// per session count during its first round: dir/gateway-8.pprof,
+	// dir/gateway-nolog-8.pprof, dir/baseline-8.pprof, for go tool pprof
+	// (-diff_base shows what the call log adds).
 	profDir := os.Getenv("BENCH_LIGHT_PROFILE")
 	onEnv := []string{"MCP_SERVER_CONFIG=" + servers}
 	if profDir != "" {
@@ -156,7 +159,7 @@ func BenchmarkLight(b *testing.B) {
 		b.Fatal("BENCH_LIGHT_PROFILE: the gateway logged no profile listener")
 	}
 	defer gwOn.stop()
-	gwOff, err := startGatewayProc(bin, filepath.Join(dir, "off"), "MCP_SERVER_CONFIG="+servers, "MCP_SERVER_CALL_LOG=false")
+	gwOff, err := startGatewayProc(bin, filepath.Join(dir, "off"), append(onEnv, "MCP_SERVER_CALL_LOG=false")...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,7 +169,7 @@ func BenchmarkLight(b *testing.B) {
 	// more target ("baseline", call log on), for a before/after in one run.
 	var baseline *gatewayProc
 	if bin := os.Getenv("BENCH_LIGHT_BASELINE"); bin != "" {
-		if baseline, err = startGatewayProc(bin, filepath.Join(dir, "baseline"), "MCP_SERVER_CONFIG="+servers); err != nil {
+		if baseline, err = startGatewayProc(bin, filepath.Join(dir, "baseline"), onEnv...); err != nil {
 			b.Fatal(err)
 		}
 		defer baseline.stop()
@@ -177,12 +180,22 @@ func BenchmarkLight(b *testing.B) {
 	targets := []*lightTarget{
 		{name: lightDirect, url: direct.URL, pid: direct.Pid()},
 		{name: lightGateway, url: gwOn.URL, pid: gwOn.Pid(), pprof: gwOn.Pprof},
-		{name: lightNoLog, url: gwOff.URL, pid: gwOff.Pid()},
+		{name: lightNoLog, url: gwOff.URL, pid: gwOff.Pid(), pprof: gwOff.Pprof},
 		{name: lightFloorHTTP, url: floorHTTP.URL, pid: floorHTTP.Pid()},
 		{name: lightFloorProxy, url: floorProxy.URL, pid: floorProxy.Pid()},
 	}
 	if baseline != nil {
-		targets = append(targets, &lightTarget{name: lightBaseline, url: baseline.URL, pid: baseline.Pid()})
+		targets = append(targets, &lightTarget{name: lightBaseline, url: baseline.URL, pid: baseline.Pid(), pprof: baseline.Pprof})
+	}
+	// BENCH_LIGHT_TARGETS=gateway,gateway-nolog,baseline runs only those
+	// (default all): a comparison of gateway builds need not spend its
+	// time on the direct server and the floors.
+	if v := strings.TrimSpace(os.Getenv("BENCH_LIGHT_TARGETS")); v != "" {
+		want := strings.Split(v, ",")
+		targets = slices.DeleteFunc(targets, func(t *lightTarget) bool { return !slices.Contains(want, t.name) })
+		if len(targets) == 0 {
+			b.Fatalf("BENCH_LIGHT_TARGETS=%q names none of the targets", v)
+		}
 	}
 	// BENCH_LIGHT_ROUNDS (default 1) runs the cycle of targets that many
 	// times per session count and adds the rounds up: this machine's

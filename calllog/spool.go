@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -74,15 +76,95 @@ type spoolLine struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
+// encodeLine is a record's spool line: a spoolLine as encoding/json
+// writes it (what decodeLine reads), built by hand because it is made on
+// every call before the answer (about a microsecond and five allocations
+// less than json.Marshal). A string that is not valid UTF-8, or a start
+// time json.Marshal refuses, takes json.Marshal's path, for its exact
+// behaviour.
 func encodeLine(rec switchboard.ToolCallRecord) ([]byte, error) {
+	return appendLine(nil, rec)
+}
+
+// appendLine appends rec's spool line, with its newline, to b.
+func appendLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
+	if y := rec.StartedAt.Year(); y < 0 || y > 9999 ||
+		!utf8.ValidString(rec.RecordID) || !utf8.ValidString(rec.ProjectID) || !utf8.ValidString(rec.Session) ||
+		!utf8.ValidString(rec.Server) || !utf8.ValidString(rec.Tool) || !utf8.Valid(rec.Arguments) {
+		return marshalLine(b, rec)
+	}
+	b = append(b, `{"record_id":`...)
+	b = appendString(b, rec.RecordID)
+	b = append(b, `,"project":`...)
+	b = appendString(b, rec.ProjectID)
+	for _, f := range [...]struct{ name, v string }{{`,"session":`, rec.Session}, {`,"server":`, rec.Server}, {`,"tool":`, rec.Tool}} {
+		if f.v != "" {
+			b = append(b, f.name...)
+			b = appendString(b, f.v)
+		}
+	}
+	if rec.Arguments != nil {
+		b = append(b, `,"arguments":`...)
+		b = appendString(b, rec.Arguments)
+	}
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, rec.Outcome)
+	if rec.Code != 0 {
+		b = append(b, `,"code":`...)
+		b = strconv.AppendInt(b, int64(rec.Code), 10)
+	}
+	b = append(b, `,"duration_ns":`...)
+	b = strconv.AppendInt(b, int64(rec.Duration), 10)
+	b = append(b, `,"started_at":"`...)
+	b = rec.StartedAt.AppendFormat(b, time.RFC3339Nano)
+	return append(b, "\"}\n"...), nil
+}
+
+// marshalLine is appendLine by encoding/json.
+func marshalLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool,
 		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt}
 	if rec.Arguments != nil {
 		a := string(rec.Arguments)
 		l.Arguments = &a
 	}
-	b, err := json.Marshal(l)
-	return append(b, '\n'), err
+	j, err := json.Marshal(l)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, j...)
+	return append(b, '\n'), nil
+}
+
+// appendString appends s, valid UTF-8, as a JSON string: quotes,
+// backslashes and control characters escaped; everything else as it is,
+// which any JSON decoder reads back as s.
+func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func decodeLine(b []byte) (switchboard.ToolCallRecord, error) {

@@ -2,6 +2,7 @@ package calllog
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -391,4 +392,41 @@ func TestSpoolLine(t *testing.T) {
 			t.Errorf("%s: round trip (-want +got):\n%s", name, diff)
 		}
 	}
+}
+
+// The hand-built spool line says what json.Marshal's says: the same
+// spoolLine decoded, whatever the strings hold.
+func FuzzSpoolLine(f *testing.F) {
+	f.Add("sess", "up", "echo", `{"text":"hello"}`, 0)
+	f.Add("", "", "nul\\x00\"name\"", `{ "a" : "\u00e9\n\t<&>" }`, -32602)
+	f.Add("s\x01\x1f\x7f", "\u2028", "é", "[\"\\\\\"]", 1)
+	f.Add("\xff", "ok", "bad\xfe", "null", 0)
+	f.Fuzz(func(t *testing.T, session, server, tool, args string, code int) {
+		rec := record(3, args)
+		rec.RecordID, rec.Session, rec.Server, rec.Tool, rec.Code = "0123456789abcdef0123456789abcdef", session, server, tool, code
+		if args == "" {
+			rec.Arguments = nil
+		}
+		got, err := encodeLine(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := marshalLine(nil, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[len(got)-1] != '\n' || bytes.Count(got, []byte("\n")) != 1 {
+			t.Fatalf("line %q: want one newline, at the end", got)
+		}
+		var g, w spoolLine
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("line %q: %v", got, err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("decoded line (-json.Marshal +encodeLine):\n%s\n%s\n%s", diff, want, got)
+		}
+	})
 }

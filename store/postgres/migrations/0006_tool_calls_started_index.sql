@@ -1,0 +1,5 @@
+-- The tool-call log's (started_at, id) index served only a listing of
+-- every project's calls at once, which nothing outside the tests asks
+-- for (the API and the console list one project's calls, through the
+-- project index). Every call paid for it with one more index insert.
+DROP INDEX IF EXISTS kb.agent_run_tool_calls_started;
