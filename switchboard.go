@@ -120,7 +120,7 @@ type ServerStatus struct {
 	Transport Transport   `json:"transport"`
 	State     ServerState `json:"state"`
 	Tools     int         `json:"tools"`
-	LastError string      `json:"lastError,omitempty"`
+	LastError string      `json:"last_error,omitempty"`
 	// Shadowed lists tool names this server offers that another server,
 	// configured earlier, already owns (collision policy: first wins).
 	Shadowed []string `json:"shadowed,omitempty"`
@@ -131,6 +131,35 @@ type ServerStatus struct {
 	// 2025 revision initialize settled on; empty before the first
 	// connection and for built-in servers.
 	Protocol string `json:"protocol,omitempty"`
+}
+
+// MarshalJSON writes the status in the admin API's snake_case, plus
+// last_error's old camelCase name lastError, deprecated: written for one
+// release (0.x) for the clients that read it, then dropped.
+func (s ServerStatus) MarshalJSON() ([]byte, error) {
+	type plain ServerStatus
+	return json.Marshal(struct {
+		plain
+		OldLastError string `json:"lastError,omitempty"`
+	}{plain(s), s.LastError})
+}
+
+// UnmarshalJSON reads last_error, or lastError from a gateway that wrote
+// only the old name.
+func (s *ServerStatus) UnmarshalJSON(b []byte) error {
+	type plain ServerStatus
+	var v struct {
+		plain
+		OldLastError string `json:"lastError"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = ServerStatus(v.plain)
+	if s.LastError == "" {
+		s.LastError = v.OldLastError
+	}
+	return nil
 }
 
 // Catalog is an immutable snapshot of the tools clients see, in the order

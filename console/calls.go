@@ -1,7 +1,6 @@
 package console
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -11,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // Chart limits: the charts read the call log through the API, a page of
@@ -36,23 +38,6 @@ var windows = []window{
 	{"7d", "7 days", 7 * 24 * time.Hour},
 }
 
-type callJSON struct {
-	ID         int64           `json:"id"`
-	Session    string          `json:"session"`
-	Server     string          `json:"server"`
-	Tool       string          `json:"tool"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Outcome    string          `json:"outcome"`
-	Code       int             `json:"code"`
-	DurationMS float64         `json:"duration_ms"`
-	StartedAt  time.Time       `json:"started_at"`
-}
-
-type callPage struct {
-	Calls []callJSON `json:"calls"`
-	Next  string     `json:"next"`
-}
-
 // callFilter is the Calls page's form: the API's filters plus the
 // charts' window.
 type callFilter struct {
@@ -61,7 +46,7 @@ type callFilter struct {
 
 type callsData struct {
 	Filter    callFilter
-	Calls     []callJSON
+	Calls     []apiclient.Call
 	Next      template.URL // the next (older) page
 	Windows   []window
 	Window    string
@@ -87,22 +72,24 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request) {
 	if slices.ContainsFunc(windows, func(x window) bool { return x.Key == f.Window }) {
 		d.Window = f.Window
 	}
-	api := url.Values{}
-	for _, kv := range [][2]string{{"server", f.Server}, {"tool", f.Tool}, {"outcome", f.Outcome}, {"limit", f.Limit}, {"cursor", f.Cursor}} {
-		if kv[1] != "" {
-			api.Set(kv[0], kv[1])
+	cq := apiclient.CallQuery{Server: f.Server, Tool: f.Tool, Outcome: f.Outcome, Cursor: f.Cursor, Limit: 50}
+	if f.Since != "" {
+		cq.Since = rfc3339(f.Since)
+	}
+	if f.Until != "" {
+		cq.Until = rfc3339(f.Until)
+	}
+	var page apiclient.CallPage
+	var rp reply
+	if n, err := strconv.Atoi(f.Limit); f.Limit != "" && (err != nil || n < 1 || n > switchboard.MaxToolCallLimit) {
+		rp = reply{status: http.StatusBadRequest, msg: fmt.Sprintf("limit must be an integer from 1 to %d", switchboard.MaxToolCallLimit)}
+	} else {
+		if f.Limit != "" {
+			cq.Limit = n
 		}
+		page, err = c.api(r).Calls(r.Context(), p, cq)
+		rp = c.fromAPI(err)
 	}
-	if api.Get("limit") == "" {
-		api.Set("limit", "50")
-	}
-	for _, kv := range [][2]string{{"since", f.Since}, {"until", f.Until}} {
-		if kv[1] != "" {
-			api.Set(kv[0], rfc3339(kv[1]))
-		}
-	}
-	var page callPage
-	rp := c.getJSON(r, apiProject(p)+"/tool-calls?"+api.Encode(), &page)
 	if rp.status == http.StatusBadRequest {
 		// A filter the API refused: show the form again with its message.
 		v.Error = rp.message()
@@ -125,18 +112,13 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := c.opts.Now().UTC()
 	from := now.Add(-win)
-	cq := url.Values{"since": {from.Format(time.RFC3339Nano)}, "until": {now.Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(chartPage)}}
-	for _, kv := range [][2]string{{"server", f.Server}, {"tool", f.Tool}} {
-		if kv[1] != "" {
-			cq.Set(kv[0], kv[1])
-		}
-	}
-	var all []callJSON
+	chq := apiclient.CallQuery{Server: f.Server, Tool: f.Tool, Since: from.Format(time.RFC3339Nano), Until: now.Format(time.RFC3339Nano), Limit: chartPage}
+	var all []apiclient.Call
 	for len(all) < maxChartCalls {
-		var pg callPage
-		if rp := c.getJSON(r, apiProject(p)+"/tool-calls?"+cq.Encode(), &pg); !rp.ok() {
+		pg, err := c.api(r).Calls(r.Context(), p, chq)
+		if err != nil {
 			if v.Error == "" {
-				v.Error = "Charts: " + rp.message()
+				v.Error = "Charts: " + c.fromAPI(err).message()
 			}
 			break
 		}
@@ -144,17 +126,14 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request) {
 		if pg.Next == "" {
 			break
 		}
-		cq.Set("cursor", pg.Next)
+		chq.Cursor = pg.Next
 		if len(all) >= maxChartCalls {
 			d.Truncated = true
 		}
 	}
 	d.Counted = len(all)
 	d.Charts = buildCharts(all, from, now)
-	var servers struct {
-		Servers []serverJSON `json:"servers"`
-	}
-	if c.getJSON(r, apiProject(p)+"/servers", &servers).ok() {
+	if servers, err := c.api(r).Servers(r.Context(), p); err == nil {
 		for _, s := range servers.Servers {
 			d.Servers = append(d.Servers, s.Name)
 		}
@@ -229,8 +208,8 @@ const (
 )
 
 // buildCharts buckets calls by server over [from, to).
-func buildCharts(calls []callJSON, from, to time.Time) []serverChart {
-	byServer := map[string][]callJSON{}
+func buildCharts(calls []apiclient.Call, from, to time.Time) []serverChart {
+	byServer := map[string][]apiclient.Call{}
 	var names []string
 	for _, cl := range calls {
 		s := cl.Server
@@ -251,7 +230,7 @@ func buildCharts(calls []callJSON, from, to time.Time) []serverChart {
 	for _, name := range names {
 		cs := byServer[name]
 		sc := serverChart{Server: name, Calls: len(cs)}
-		buckets := make([][]callJSON, chartBuckets)
+		buckets := make([][]apiclient.Call, chartBuckets)
 		var all []float64
 		for _, cl := range cs {
 			i := int(float64(cl.StartedAt.Sub(from)) / float64(span) * chartBuckets)
@@ -306,7 +285,7 @@ func (ch svgChart) y(v, maxV float64) float64 {
 	return float64(chartTop) + float64(ch.PlotH)*(1-v/maxV)
 }
 
-func latencyChart(buckets [][]callJSON, from time.Time, span time.Duration) svgChart {
+func latencyChart(buckets [][]apiclient.Call, from time.Time, span time.Duration) svgChart {
 	ch := frame(from, span)
 	p50 := make([]float64, len(buckets))
 	p95 := make([]float64, len(buckets))
@@ -339,7 +318,7 @@ func latencyChart(buckets [][]callJSON, from time.Time, span time.Duration) svgC
 	return ch
 }
 
-func errorChart(buckets [][]callJSON, from time.Time, span time.Duration) svgChart {
+func errorChart(buckets [][]apiclient.Call, from time.Time, span time.Duration) svgChart {
 	ch := frame(from, span)
 	ch.YMax, ch.YMid, ch.YMidPos = "100%", "50%", ch.y(0.5, 1)
 	w := float64(ch.PlotW)/chartBuckets - 2

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // TestBuildCharts: calls land in the interval of their start, per
@@ -14,7 +15,7 @@ func TestBuildCharts(t *testing.T) {
 	from := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	to := from.Add(24 * time.Minute) // one minute per interval
 	at := func(min int) time.Time { return from.Add(time.Duration(min)*time.Minute + time.Second) }
-	calls := []callJSON{
+	calls := []apiclient.Call{
 		{Server: "a", Outcome: "ok", DurationMS: 10, StartedAt: at(0)},
 		{Server: "a", Outcome: "ok", DurationMS: 30, StartedAt: at(0)},
 		{Server: "a", Outcome: "error", DurationMS: 1000, StartedAt: at(5)},

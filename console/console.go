@@ -21,6 +21,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"io"
 	"io/fs"
@@ -31,6 +32,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 //go:embed templates/*.html
@@ -180,18 +183,25 @@ func cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
 
 // ---- in-process calls to the gateway
 
-// reply is the gateway's answer to one in-process request.
+// reply is the gateway's answer to one in-process request: an MCP
+// exchange's status, header and body, or an API call's status and
+// message (see fromAPI).
 type reply struct {
 	status int
 	header http.Header
 	body   []byte
+	msg    string
 }
 
 // ok reports a 2xx answer.
 func (rp reply) ok() bool { return rp.status >= 200 && rp.status < 300 }
 
-// message is the error message of an API (or JSON-RPC) error body.
+// message is the error message of an API call, or of a JSON-RPC error
+// body.
 func (rp reply) message() string {
+	if rp.msg != "" {
+		return rp.msg
+	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -253,16 +263,52 @@ func (c *Console) call(r *http.Request, method, path string, body any, hdr http.
 	return reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 
-// getJSON GETs an API path and decodes a 2xx body into v.
-func (c *Console) getJSON(r *http.Request, path string, v any) reply {
-	rp := c.call(r, http.MethodGet, path, nil, nil)
-	if rp.ok() && v != nil {
-		if err := json.Unmarshal(rp.body, v); err != nil {
-			c.log.Warn("console: undecodable API answer", "path", path, "err", err)
-			return reply{status: http.StatusBadGateway, body: []byte(`{"error":{"message":"the API's answer could not be read"}}`)}
-		}
+// api is the admin API's client acting as the browser that sent r (see
+// inProcess).
+func (c *Console) api(r *http.Request) *apiclient.Client {
+	cl := &apiclient.Client{HTTP: inProcess{c: c, r: r}, Token: tokenOf(r)}
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		cl.Header = http.Header{"X-Request-Id": {id}}
 	}
-	return rp
+	return cl
+}
+
+// inProcess serves the API client's requests with the gateway's root
+// handler, as the browser that sent r: r's Host, remote address and TLS
+// state, no Origin (it is the gateway's own request).
+type inProcess struct {
+	c *Console
+	r *http.Request
+}
+
+func (d inProcess) Do(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	gw := d.c.gw.Load()
+	if gw == nil {
+		rec.WriteHeader(http.StatusServiceUnavailable)
+		rec.WriteString(`{"error":{"message":"the console is not bound to the gateway"}}`)
+		return rec.Result(), nil
+	}
+	req.Host = d.r.Host
+	req.RemoteAddr = d.r.RemoteAddr
+	req.TLS = d.r.TLS
+	(*gw).ServeHTTP(rec, req)
+	return rec.Result(), nil
+}
+
+// fromAPI is the reply for an API call's error (nil: 200): the API's
+// status and message, or 502 when it gave no answer the console could
+// read.
+func (c *Console) fromAPI(err error) reply {
+	if err == nil {
+		return reply{status: http.StatusOK}
+	}
+	var he *apiclient.Error
+	if errors.As(err, &he) {
+		return reply{status: he.Status, msg: he.Message}
+	}
+	c.log.Warn("console: API call failed", "err", err)
+	return reply{status: http.StatusBadGateway, msg: "the API's answer could not be read"}
 }
 
 func tokenOf(r *http.Request) string {
@@ -296,9 +342,6 @@ func projectID(s string) bool {
 	}
 	return true
 }
-
-// apiProject is the API path of project p.
-func apiProject(p string) string { return "/api/v1/projects/" + url.PathEscape(p) }
 
 // failed renders the page for a failed read: 401 sends the browser to
 // the login form (coming back here afterwards), anything else is an error

@@ -5,49 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard"
 )
 
-// hostedJSON is what the console shows of the API's hosted status.
-type hostedJSON struct {
-	ID            string     `json:"id"`
-	Name          string     `json:"name"`
-	Image         string     `json:"image"`
-	Status        string     `json:"status"`
-	Warning       string     `json:"warning"`
-	LastError     string     `json:"last_error"`
-	Runtime       string     `json:"runtime"`
-	StartedAt     *time.Time `json:"started_at"`
-	UptimeSeconds float64    `json:"uptime_seconds"`
-	RestartCount  int        `json:"restart_count"`
-	CrashCount    int        `json:"crash_count"`
-	LastCrash     *struct {
-		At        time.Time `json:"at"`
-		ExitCode  int       `json:"exit_code"`
-		OOMKilled bool      `json:"oom_killed"`
-	} `json:"last_crash"`
-	NextStartAt *time.Time `json:"next_start_at"`
-	Usage       *struct {
-		CPUPercent  float64 `json:"cpu_percent"`
-		MemoryBytes int64   `json:"memory_bytes"`
-		Pids        int64   `json:"pids"`
-	} `json:"usage"`
-	Limits struct {
-		CPU         float64 `json:"cpu"`
-		MemoryBytes int64   `json:"memory_bytes"`
-	} `json:"limits"`
-	Config struct {
-		Origin string `json:"origin"`
-	} `json:"config"`
-	Stderr string `json:"stderr"`
-}
+// hostedView is a hosted server as the Hosted page shows it.
+type hostedView struct{ switchboard.HostedStatus }
 
 // Live reports a container that runs, whose usage the engine can give.
-func (h hostedJSON) Live() bool {
+func (h hostedView) Live() bool {
 	return h.StartedAt != nil && (h.Status == "running" || h.Status == "starting" || h.Status == "unresponsive")
 }
 
@@ -72,7 +42,7 @@ const usageTimeout = 8 * time.Second
 // API's list leaves out (its per-server read samples the engine), a few
 // at a time. A server whose read fails or carries no figures keeps a nil
 // Usage, which the page shows as unknown.
-func (c *Console) addUsage(r *http.Request, p string, servers []hostedJSON) {
+func (c *Console) addUsage(r *http.Request, p string, servers []hostedView) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	for i := range servers {
@@ -84,8 +54,7 @@ func (c *Console) addUsage(r *http.Request, p string, servers []hostedJSON) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(r.Context(), usageTimeout)
 			defer cancel()
-			var one hostedJSON
-			if rp := c.getJSON(r.WithContext(ctx), apiHosted(p)+"/"+url.PathEscape(servers[i].Name), &one); rp.ok() {
+			if one, err := c.api(r).HostedServer(ctx, p, servers[i].Name); err == nil {
 				servers[i].Usage = one.Usage
 			}
 		})
@@ -94,7 +63,7 @@ func (c *Console) addUsage(r *http.Request, p string, servers []hostedJSON) {
 }
 
 // Uptime is the container's uptime, rounded for reading.
-func (h hostedJSON) Uptime() string {
+func (h hostedView) Uptime() string {
 	if h.UptimeSeconds <= 0 {
 		return ""
 	}
@@ -116,7 +85,7 @@ func bytesLabel(n int64) string {
 }
 
 type hostedData struct {
-	Servers     []hostedJSON
+	Servers     []hostedView
 	Unavailable string // why the list could not be read (hosted servers off)
 	LogsOf      string
 	Logs        string
@@ -129,9 +98,6 @@ var hostedDone = map[string]string{
 	"hosted-restart":  "Hosted server restarted.",
 	"hosted-delete":   "Hosted server deleted.",
 }
-
-// apiHosted is the API path of project p's hosted servers.
-func apiHosted(p string) string { return apiProject(p) + "/mcp/servers" }
 
 func (c *Console) hostedPage(w http.ResponseWriter, r *http.Request) {
 	r, cancel := withTimeout(r, pageTimeout)
@@ -150,12 +116,12 @@ func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, 
 	p := r.PathValue("project")
 	v.Title = "Hosted · " + p
 	d := hostedData{Form: form}
-	var list struct {
-		Servers []hostedJSON `json:"servers"`
-	}
-	switch rp := c.getJSON(r, apiHosted(p), &list); {
+	list, err := c.api(r).HostedServers(r.Context(), p)
+	switch rp := c.fromAPI(err); {
 	case rp.ok():
-		d.Servers = list.Servers
+		for _, s := range list.Servers {
+			d.Servers = append(d.Servers, hostedView{s})
+		}
 		c.addUsage(r, p, d.Servers)
 	case rp.status == http.StatusServiceUnavailable:
 		d.Unavailable = rp.message()
@@ -165,13 +131,10 @@ func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, 
 	}
 	if name := r.URL.Query().Get("logs"); name != "" {
 		d.LogsOf = name
-		var logs struct {
-			Logs string `json:"logs"`
-		}
-		if rp := c.getJSON(r, apiHosted(p)+"/"+url.PathEscape(name)+"/logs?tail=200", &logs); rp.ok() {
+		if logs, err := c.api(r).HostedLogs(r.Context(), p, name, 200); err == nil {
 			d.Logs = logs.Logs
 		} else {
-			d.LogsErr = rp.message()
+			d.LogsErr = c.fromAPI(err).message()
 		}
 	}
 	v.Data = d
@@ -182,7 +145,8 @@ func (c *Console) renderHosted(w http.ResponseWriter, r *http.Request, v *view, 
 // API (see formAction).
 func (c *Console) hostedDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
 	f := r.PostFormValue
-	var rp reply
+	api, ctx := c.api(r), r.Context()
+	var err error
 	switch action {
 	case "hosted-register":
 		body := strings.TrimSpace(f("registration"))
@@ -194,20 +158,16 @@ func (c *Console) hostedDo(w http.ResponseWriter, r *http.Request, p, action str
 			c.hostedFailed(w, r, reply{status: http.StatusBadRequest}, "The registration is not valid JSON: write it as for POST /api/v1/mcp/servers, such as {\"name\": \"notes\", \"image\": \"example/notes-mcp:1.2\"}.")
 			return reply{}, true
 		}
-		rp = c.call(r, http.MethodPost, apiHosted(p), json.RawMessage(body), nil)
+		_, err = api.RegisterHosted(ctx, p, json.RawMessage(body))
 	case "hosted-restart":
-		rp = c.call(r, http.MethodPost, apiHosted(p)+"/"+url.PathEscape(f("name"))+"/restart", nil, nil)
+		_, err = api.RestartHosted(ctx, p, f("name"))
 	case "hosted-delete":
-		q := ""
-		if f("keep_volumes") == "on" {
-			q = "?keep_volumes=true"
-		}
-		rp = c.call(r, http.MethodDelete, apiHosted(p)+"/"+url.PathEscape(f("name"))+q, nil, nil)
+		err = api.DeleteHosted(ctx, p, f("name"), f("keep_volumes") == "on")
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
 		return reply{}, true
 	}
-	return rp, false
+	return c.fromAPI(err), false
 }
 
 func (c *Console) hostedFailed(w http.ResponseWriter, r *http.Request, rp reply, msg string) {

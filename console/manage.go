@@ -4,31 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
-	"time"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type secretJSON struct {
-	Name      string    `json:"name"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-type tokenJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-	Token     string     `json:"token"`
-}
-
 type manageData struct {
-	Servers    []serverJSON
-	Secrets    []secretJSON
-	Tokens     []tokenJSON
+	Servers    []serverView
+	Secrets    []apiclient.Secret
+	Tokens     []apiclient.Token
 	TokensNote string // why the tokens are not listed (a project token)
 	SecretsErr string
-	NewToken   *tokenJSON // just created: shown once, never stored
+	NewToken   *apiclient.Token // just created: shown once, never stored
 	Form       map[string]string
 }
 
@@ -57,36 +44,29 @@ func (c *Console) managePage(w http.ResponseWriter, r *http.Request) {
 
 // renderManage reads the project's servers, secrets and tokens through
 // the API and renders the Manage page with status.
-func (c *Console) renderManage(w http.ResponseWriter, r *http.Request, v *view, status int, newToken *tokenJSON, form map[string]string) {
+func (c *Console) renderManage(w http.ResponseWriter, r *http.Request, v *view, status int, newToken *apiclient.Token, form map[string]string) {
 	if _, ok := c.project(w, r, v); !ok {
 		return
 	}
 	p := r.PathValue("project")
 	v.Title = "Manage · " + p
 	d := manageData{NewToken: newToken, Form: form}
-	var servers struct {
-		Servers []serverJSON `json:"servers"`
-	}
-	if rp := c.getJSON(r, apiProject(p)+"/servers", &servers); !rp.ok() {
-		c.failed(w, r, v, rp)
+	api := c.api(r)
+	servers, err := api.Servers(r.Context(), p)
+	if err != nil {
+		c.failed(w, r, v, c.fromAPI(err))
 		return
 	}
-	d.Servers = servers.Servers
-	var secrets struct {
-		Secrets []secretJSON `json:"secrets"`
-	}
-	if rp := c.getJSON(r, apiProject(p)+"/secrets", &secrets); rp.ok() {
+	d.Servers = serverViews(servers.Servers)
+	if secrets, err := api.Secrets(r.Context(), p); err == nil {
 		d.Secrets = secrets.Secrets
 	} else {
-		d.SecretsErr = rp.message()
+		d.SecretsErr = c.fromAPI(err).message()
 	}
-	var tokens struct {
-		Tokens []tokenJSON `json:"tokens"`
-	}
-	if rp := c.getJSON(r, apiProject(p)+"/tokens", &tokens); rp.ok() {
+	if tokens, err := api.Tokens(r.Context(), p); err == nil {
 		d.Tokens = tokens.Tokens
 	} else {
-		d.TokensNote = rp.message()
+		d.TokensNote = c.fromAPI(err).message()
 	}
 	v.Data = d
 	c.render(w, status, "manage", v)
@@ -96,8 +76,8 @@ func (c *Console) renderManage(w http.ResponseWriter, r *http.Request, v *view, 
 // formAction).
 func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
 	f := r.PostFormValue
-	base := apiProject(p)
-	var rp reply
+	api, ctx := c.api(r), r.Context()
+	var err error
 	switch action {
 	case "server-create":
 		cfg := strings.TrimSpace(f("config"))
@@ -113,12 +93,13 @@ func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action str
 			c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The entry is not valid JSON: write it as in a servers file, such as {\"url\": \"https://...\"}.")
 			return reply{}, true
 		}
-		rp = c.call(r, http.MethodPost, base+"/servers", map[string]any{"name": f("name"), "description": f("description"),
-			"enabled": f("enabled") == "on", "config": json.RawMessage(cfg)}, nil)
+		name, desc, enabled := f("name"), f("description"), f("enabled") == "on"
+		_, err = api.CreateServer(ctx, p, apiclient.ServerChange{Name: &name, Description: &desc, Enabled: &enabled, Config: json.RawMessage(cfg)})
 	case "server-update":
-		in := map[string]any{"description": f("description")}
+		desc := f("description")
+		in := apiclient.ServerChange{Description: &desc}
 		if n := f("new_name"); n != "" && n != f("name") {
-			in["name"] = n
+			in.Name = &n
 		}
 		if cfg := strings.TrimSpace(f("config")); cfg != "" {
 			if !json.Valid([]byte(cfg)) {
@@ -129,54 +110,48 @@ func (c *Console) manageDo(w http.ResponseWriter, r *http.Request, p, action str
 			// project token credentials masked, and an unchanged entry
 			// also touches a stdio server's command (admin-only).
 			if !sameJSON(cfg, f("config_was")) {
-				in["config"] = json.RawMessage(cfg)
+				in.Config = json.RawMessage(cfg)
 			}
 		}
-		rp = c.call(r, http.MethodPatch, base+"/servers/"+url.PathEscape(f("name")), in, nil)
+		_, err = api.UpdateServer(ctx, p, f("name"), in)
 	case "server-enable", "server-disable":
-		rp = c.call(r, http.MethodPatch, base+"/servers/"+url.PathEscape(f("name")), map[string]any{"enabled": action == "server-enable"}, nil)
+		enabled := action == "server-enable"
+		_, err = api.UpdateServer(ctx, p, f("name"), apiclient.ServerChange{Enabled: &enabled})
 	case "server-delete":
-		rp = c.call(r, http.MethodDelete, base+"/servers/"+url.PathEscape(f("name")), nil, nil)
+		err = api.DeleteServer(ctx, p, f("name"))
 	case "secret-set":
-		rp = c.call(r, http.MethodPut, base+"/secrets/"+url.PathEscape(f("name")), map[string]any{"value": f("value")}, nil)
+		_, err = api.SetSecret(ctx, p, f("name"), f("value"))
 	case "secret-delete":
-		rp = c.call(r, http.MethodDelete, base+"/secrets/"+url.PathEscape(f("name")), nil, nil)
+		err = api.DeleteSecret(ctx, p, f("name"))
 	case "token-create":
-		rp = c.call(r, http.MethodPost, base+"/tokens", map[string]any{"name": f("name")}, nil)
-		if rp.ok() {
-			var t tokenJSON
-			_ = json.Unmarshal(rp.body, &t)
+		var t apiclient.Token
+		if t, err = api.CreateToken(ctx, p, f("name")); err == nil {
 			v := c.newView(w, r, "Manage", "manage")
 			v.Flash = "Token created. Copy it now: it is shown only this once."
 			c.renderManage(w, r, v, http.StatusCreated, &t, nil)
 			return reply{}, true
 		}
 	case "token-revoke":
-		rp = c.call(r, http.MethodDelete, base+"/tokens/"+url.PathEscape(f("id")), nil, nil)
+		_, err = api.RevokeToken(ctx, p, f("id"))
 	case "manifest-import":
 		m := strings.TrimSpace(f("manifest"))
 		if !json.Valid([]byte(m)) {
 			c.manageFailed(w, r, reply{status: http.StatusBadRequest}, "The manifest is not valid JSON: it needs {\"mcp\": {\"servers\": {name: entry, ...}}}.")
 			return reply{}, true
 		}
-		rp = c.call(r, http.MethodPut, base+"/products/"+url.PathEscape(f("product")), json.RawMessage(m), nil)
+		_, err = api.PutProduct(ctx, p, f("product"), json.RawMessage(m))
 	case "project-delete":
-		q := ""
-		if f("force") == "on" {
-			q = "?force=true"
-		}
-		rp = c.call(r, http.MethodDelete, base+q, nil, nil)
-		if rp.ok() {
+		if err = api.DeleteProject(ctx, p, f("force") == "on"); err == nil {
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 			return reply{}, true
 		}
 	case "manifest-delete":
-		rp = c.call(r, http.MethodDelete, base+"/products/"+url.PathEscape(f("product")), nil, nil)
+		err = api.DeleteProduct(ctx, p, f("product"))
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
 		return reply{}, true
 	}
-	return rp, false
+	return c.fromAPI(err), false
 }
 
 // manageFailed shows the Manage page again with msg and rp's status (a

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // refreshSeconds is how often the overview reloads itself.
@@ -49,7 +51,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	as := r.Clone(r.Context())
 	as.Header.Del("Cookie")
 	as.AddCookie(&http.Cookie{Name: tokenCookie, Value: tok})
-	rp := c.call(as, http.MethodGet, "/api/v1/projects", nil, nil)
+	_, err := c.api(as).Projects(as.Context())
+	rp := c.fromAPI(err)
 	switch {
 	case rp.ok():
 		project = ""
@@ -58,7 +61,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusBadRequest, "This is a project token: enter the project it belongs to.")
 			return
 		}
-		prp := c.call(as, http.MethodGet, apiProject(project), nil, nil)
+		_, err := c.api(as).Project(as.Context(), project)
+		prp := c.fromAPI(err)
 		if !prp.ok() {
 			if prp.status == http.StatusForbidden {
 				fail(http.StatusForbidden, "This token does not belong to project "+project+".")
@@ -97,50 +101,32 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 
 // ---- overview
 
-type projectJSON struct {
-	ID          string `json:"id"`
-	Description string `json:"description"`
-	MCPURL      string `json:"mcp_url"`
-	Closed      bool   `json:"closed"` // dev mode: its tokens closed it
-}
-
-type statusJSON struct {
-	Name      string   `json:"name"`
-	Transport string   `json:"transport"`
-	State     string   `json:"state"`
-	Tools     int      `json:"tools"`
-	LastError string   `json:"lastError"`
-	Shadowed  []string `json:"shadowed"`
-	Stderr    string   `json:"stderr"`
-}
-
-type serverJSON struct {
-	Name        string          `json:"name"`
-	ProductID   string          `json:"product_id"`
-	Description string          `json:"description"`
-	Transport   string          `json:"transport"`
-	Config      json.RawMessage `json:"config"`
-	Enabled     bool            `json:"enabled"`
-	Source      string          `json:"source"`
-	ReadOnly    bool            `json:"read_only"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	Status      *statusJSON     `json:"status"`
-}
+// serverView is a server as the pages show it.
+type serverView struct{ apiclient.Server }
 
 // State is what the overview shows: the live state, or "disabled".
-func (s serverJSON) State() string {
+func (s serverView) State() string {
 	switch {
 	case !s.Enabled:
 		return "disabled"
 	case s.Status == nil:
 		return "idle"
 	}
-	return s.Status.State
+	return string(s.Status.State)
+}
+
+// serverViews wraps a server list for the pages.
+func serverViews(list []apiclient.Server) []serverView {
+	out := make([]serverView, len(list))
+	for i, s := range list {
+		out[i] = serverView{s}
+	}
+	return out
 }
 
 type projectOverview struct {
-	projectJSON
-	Servers  []serverJSON
+	apiclient.Project
+	Servers  []serverView
 	Version  string
 	Uptime   string
 	Sessions int
@@ -158,15 +144,13 @@ func mcpPath(p string) string {
 
 // loadOverview reads one project's servers (with live status) and its
 // edge's status (version, uptime, sessions).
-func (c *Console) loadOverview(r *http.Request, p projectJSON) (projectOverview, reply) {
-	o := projectOverview{projectJSON: p}
-	var servers struct {
-		Servers []serverJSON `json:"servers"`
+func (c *Console) loadOverview(r *http.Request, p apiclient.Project) (projectOverview, reply) {
+	o := projectOverview{Project: p}
+	servers, err := c.api(r).Servers(r.Context(), p.ID)
+	if err != nil {
+		return o, c.fromAPI(err)
 	}
-	if rp := c.getJSON(r, apiProject(p.ID)+"/servers", &servers); !rp.ok() {
-		return o, rp
-	}
-	o.Servers = servers.Servers
+	o.Servers = serverViews(servers.Servers)
 	for _, s := range o.Servers {
 		if st := s.State(); st != "ready" && st != "idle" && st != "connecting" && st != "disabled" {
 			o.Problems++
@@ -181,7 +165,7 @@ func (c *Console) loadOverview(r *http.Request, p projectJSON) (projectOverview,
 		Uptime   string `json:"uptime"`
 		Sessions int    `json:"sessions"`
 	}
-	if rp := c.getJSON(r, mcpPath(p.ID), &st); rp.ok() {
+	if rp := c.call(r, http.MethodGet, mcpPath(p.ID), nil, nil); rp.ok() && json.Unmarshal(rp.body, &st) == nil {
 		o.Version, o.Uptime, o.Sessions = st.Version, st.Uptime, st.Sessions
 	}
 	return o, reply{status: http.StatusOK}
@@ -199,10 +183,8 @@ func (c *Console) overviewAll(w http.ResponseWriter, r *http.Request) {
 	r, cancel := withTimeout(r, pageTimeout)
 	defer cancel()
 	v := c.newView(w, r, "Overview", "overview")
-	var list struct {
-		Projects []projectJSON `json:"projects"`
-	}
-	rp := c.getJSON(r, "/api/v1/projects", &list)
+	list, err := c.api(r).Projects(r.Context())
+	rp := c.fromAPI(err)
 	if rp.status == http.StatusForbidden && projectOf(r) != "" {
 		http.Redirect(w, r, "/ui/p/"+projectOf(r)+"/", http.StatusSeeOther)
 		return
@@ -215,14 +197,14 @@ func (c *Console) overviewAll(w http.ResponseWriter, r *http.Request) {
 	for _, p := range list.Projects {
 		if p.Closed {
 			// Shown, marked as needing its token, not left out.
-			data.Projects = append(data.Projects, projectOverview{projectJSON: p})
+			data.Projects = append(data.Projects, projectOverview{Project: p})
 			continue
 		}
 		o, rp := c.loadOverview(r, p)
 		if !rp.ok() {
 			if rp.status == http.StatusUnauthorized {
 				p.Closed = true // closed by its tokens since the list was read
-				data.Projects = append(data.Projects, projectOverview{projectJSON: p})
+				data.Projects = append(data.Projects, projectOverview{Project: p})
 				continue
 			}
 			c.failed(w, r, v, rp)
@@ -261,15 +243,15 @@ func (c *Console) overviewProject(w http.ResponseWriter, r *http.Request) {
 // project reads the page's project through the API, which decides
 // whether this browser may see it (401 to the login form, 403 and 404 to
 // an error page).
-func (c *Console) project(w http.ResponseWriter, r *http.Request, v *view) (projectJSON, bool) {
-	var p projectJSON
+func (c *Console) project(w http.ResponseWriter, r *http.Request, v *view) (apiclient.Project, bool) {
 	id := r.PathValue("project")
 	if !projectID(id) {
 		c.renderError(w, r, v, http.StatusNotFound, "Project not found (project IDs are lowercase letters, digits, '_' and '-').")
-		return p, false
+		return apiclient.Project{}, false
 	}
-	if rp := c.getJSON(r, apiProject(id), &p); !rp.ok() {
-		c.failed(w, r, v, rp)
+	p, err := c.api(r).Project(r.Context(), id)
+	if err != nil {
+		c.failed(w, r, v, c.fromAPI(err))
 		return p, false
 	}
 	return p, true
@@ -282,9 +264,8 @@ func (c *Console) createProject(w http.ResponseWriter, r *http.Request) {
 	r, cancel := withTimeout(r, pageTimeout)
 	defer cancel()
 	id := strings.TrimSpace(r.PostFormValue("id"))
-	rp := c.call(r, http.MethodPost, "/api/v1/projects", map[string]string{"id": id, "description": r.PostFormValue("description")}, nil)
-	if !rp.ok() {
-		c.failed(w, r, nil, rp)
+	if _, err := c.api(r).CreateProject(r.Context(), apiclient.NewProject{ID: id, Description: r.PostFormValue("description")}); err != nil {
+		c.failed(w, r, nil, c.fromAPI(err))
 		return
 	}
 	http.Redirect(w, r, "/ui/p/"+url.PathEscape(id)+"/manage", http.StatusSeeOther)

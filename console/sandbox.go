@@ -2,31 +2,16 @@ package console
 
 import (
 	"net/http"
-	"net/url"
-	"time"
-)
 
-// workspaceJSON is one row of the API's workspace list: a workspace, or a
-// snapshot of one (SnapshotOf set).
-type workspaceJSON struct {
-	WorkspaceID    string     `json:"workspace_id"`
-	Status         string     `json:"status"`
-	Volume         string     `json:"volume"`
-	AgentSessionID string     `json:"agent_session_id"`
-	SessionID      string     `json:"session_id"`
-	SnapshotOf     string     `json:"snapshot_of"`
-	LastUsedAt     time.Time  `json:"last_used_at"`
-	CreatedAt      time.Time  `json:"created_at"`
-	Anonymous      bool       `json:"anonymous"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-}
+	"github.com/switchboard-mcp/switchboard"
+)
 
 type sandboxData struct {
 	Unavailable string // the gateway runs without the sandbox
 	Enabled     bool
-	Sessions    []workspaceJSON // workspaces with a live sandbox session
-	Workspaces  []workspaceJSON
-	Snapshots   []workspaceJSON
+	Sessions    []switchboard.WorkspaceInfo // workspaces with a live sandbox session
+	Workspaces  []switchboard.WorkspaceInfo
+	Snapshots   []switchboard.WorkspaceInfo
 }
 
 var sandboxDone = map[string]string{
@@ -55,10 +40,9 @@ func (c *Console) renderSandbox(w http.ResponseWriter, r *http.Request, v *view,
 	p := r.PathValue("project")
 	v.Title = "Sandbox · " + p
 	d := sandboxData{}
-	var sw struct {
-		Enabled bool `json:"enabled"`
-	}
-	switch rp := c.getJSON(r, apiProject(p)+"/sandbox", &sw); {
+	api := c.api(r)
+	sw, err := api.Sandbox(r.Context(), p)
+	switch rp := c.fromAPI(err); {
 	case rp.ok():
 		d.Enabled = sw.Enabled
 	case rp.status == http.StatusNotFound:
@@ -70,11 +54,9 @@ func (c *Console) renderSandbox(w http.ResponseWriter, r *http.Request, v *view,
 		c.failed(w, r, v, rp)
 		return
 	}
-	var list struct {
-		Workspaces []workspaceJSON `json:"workspaces"`
-	}
-	if rp := c.getJSON(r, apiProject(p)+"/workspaces", &list); !rp.ok() {
-		v.Error = "Workspaces: " + rp.message()
+	list, err := api.Workspaces(r.Context(), p)
+	if err != nil {
+		v.Error = "Workspaces: " + c.fromAPI(err).message()
 	}
 	for _, ws := range list.Workspaces {
 		switch {
@@ -94,25 +76,25 @@ func (c *Console) renderSandbox(w http.ResponseWriter, r *http.Request, v *view,
 // sandboxDo switches the project's sandbox tools or runs a workspace
 // operation through the API (see formAction).
 func (c *Console) sandboxDo(w http.ResponseWriter, r *http.Request, p, action string) (reply, bool) {
-	id := url.PathEscape(r.PostFormValue("id"))
-	base := apiProject(p)
-	var rp reply
+	id := r.PostFormValue("id")
+	api, ctx := c.api(r), r.Context()
+	var err error
 	switch action {
 	case "sandbox-enable", "sandbox-disable":
-		rp = c.call(r, http.MethodPut, base+"/sandbox", map[string]bool{"enabled": action == "sandbox-enable"}, nil)
+		_, err = api.SetSandbox(ctx, p, action == "sandbox-enable")
 	case "workspace-detach":
-		rp = c.call(r, http.MethodPost, base+"/workspaces/"+id+"/detach", nil, nil)
+		_, err = api.DetachWorkspace(ctx, p, id)
 	case "workspace-snapshot":
-		rp = c.call(r, http.MethodPost, base+"/workspaces/"+id+"/snapshot", nil, nil)
+		_, err = api.SnapshotWorkspace(ctx, p, id)
 	case "snapshot-restore":
-		rp = c.call(r, http.MethodPost, base+"/snapshots/"+id+"/restore", nil, nil)
+		_, err = api.RestoreSnapshot(ctx, p, id)
 	case "workspace-delete":
-		rp = c.call(r, http.MethodDelete, base+"/workspaces/"+id, nil, nil)
+		err = api.DeleteWorkspace(ctx, p, id)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
 		return reply{}, true
 	}
-	return rp, false
+	return c.fromAPI(err), false
 }
 
 // sandboxFailed shows the Sandbox page again with the API's refusal.

@@ -59,16 +59,9 @@ func (c *Console) loadTools(w http.ResponseWriter, r *http.Request, v *view) ([]
 	if _, ok := c.project(w, r, v); !ok {
 		return nil, false
 	}
-	var list struct {
-		Tools []struct {
-			Name   string          `json:"name"`
-			Server string          `json:"server"`
-			Tool   json.RawMessage `json:"tool"`
-		} `json:"tools"`
-	}
-	rp := c.getJSON(r, apiProject(r.PathValue("project"))+"/tools", &list)
-	if !rp.ok() {
-		c.failed(w, r, v, rp)
+	list, err := c.api(r).Tools(r.Context(), r.PathValue("project"))
+	if err != nil {
+		c.failed(w, r, v, c.fromAPI(err))
 		return nil, false
 	}
 	out := make([]toolView, 0, len(list.Tools))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // The CLI: `switchboard <command>` manages a running gateway through its
@@ -57,21 +59,12 @@ func (e *unreachableError) Error() string {
 }
 
 // apiError is an HTTP error answer, from the admin API or an MCP
-// endpoint.
-type apiError struct {
-	Method  string
-	Path    string
-	Status  int    // HTTP status
-	Code    string // the API's error code ("not_found"), or a JSON-RPC code
-	Message string // the API's message, or the start of a body that was not JSON
-}
+// endpoint, explained for the command line.
+type apiError apiclient.Error
 
 func (e *apiError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: %d %s", e.Method, e.Path, e.Status, http.StatusText(e.Status))
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
+	b.WriteString((*apiclient.Error)(e).Error())
 	switch {
 	case e.Status == http.StatusUnauthorized:
 		b.WriteString(" (pass a valid token with --token or SWITCHBOARD_TOKEN)")
@@ -138,6 +131,9 @@ type cli struct {
 	envToken string // SWITCHBOARD_TOKEN: kept out of the flag's default, which -h prints
 	json     bool
 	timeout  time.Duration
+
+	// api is the admin API's client, made by parse from the flags.
+	api *apiclient.Client
 }
 
 // runCLI runs one CLI command; args start with the command's name
@@ -258,6 +254,7 @@ func (c *cli) parse(fs *flag.FlagSet, cmd cliCommand, args []string, minArgs, ma
 		return nil, &usageError{cmd: cmd.name, msg: err.Error()}
 	}
 	c.gateway = gw
+	c.api = &apiclient.Client{URL: gw, Token: c.token, HTTP: c.http, UserAgent: userAgent, MaxReply: maxReplyBytes}
 	if c.project == "" {
 		return nil, &usageError{cmd: cmd.name, msg: "--project is empty"}
 	}
@@ -290,60 +287,50 @@ func normalizeGateway(s string) (string, error) {
 	return strings.TrimRight(s, "/"), nil
 }
 
-// projectPath is the API path of the current project plus rest.
-func (c *cli) projectPath(rest ...string) string {
-	p := "/projects/" + url.PathEscape(c.project)
-	for _, r := range rest {
-		p += "/" + url.PathEscape(r)
-	}
-	return p
-}
+// userAgent is the CLI's User-Agent on every request.
+var userAgent = "switchboard-cli/" + version
 
-// api sends one admin API request (path is below /api/v1) and decodes a
-// JSON answer into out when out is not nil. It returns the raw answer.
-func (c *cli) api(method, path string, body any, out any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
+// do runs one admin API call under --timeout: call gets the context and
+// the client. It explains a failure; with --json it prints the answer
+// (nothing for an answer without a body) and reports done, as the
+// command has nothing more to print.
+func do[T any](c *cli, call func(ctx context.Context, api *apiclient.Client) (T, error)) (out T, done bool, err error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 	defer cancel()
-	full := "/api/v1" + path
-	req, err := http.NewRequestWithContext(ctx, method, c.gateway+full, rd)
+	out, err = call(ctx, c.api)
 	if err != nil {
-		return nil, err
+		return out, true, c.explain(err)
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if c.json {
+		return out, true, c.printJSON(out)
 	}
-	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, c.transportError(method, full, err)
+	return out, false, nil
+}
+
+// noBody is the answer of a call that has none (204).
+type noBody struct{}
+
+// answerless adapts a call without an answer to do.
+func answerless(call func(ctx context.Context, api *apiclient.Client) error) func(context.Context, *apiclient.Client) (*noBody, error) {
+	return func(ctx context.Context, api *apiclient.Client) (*noBody, error) { return nil, call(ctx, api) }
+}
+
+// explain turns an API client's error into the CLI's: an HTTP error
+// answer with a hint, or why no answer came.
+func (c *cli) explain(err error) error {
+	var he *apiclient.Error
+	if errors.As(err, &he) {
+		return (*apiError)(he)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
-	if err != nil {
-		return nil, c.transportError(method, full, err)
+	var re *apiclient.RequestError
+	if errors.As(err, &re) {
+		return c.transportError(re.Method, re.Path, re.Err)
 	}
-	if resp.StatusCode >= 300 {
-		return nil, decodeHTTPError(method, full, resp.StatusCode, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return nil, fmt.Errorf("%s %s: unexpected answer (%v): %s", method, full, err, snippet(raw))
-		}
-	}
-	return raw, nil
+	return err
 }
 
 func (c *cli) authorize(req *http.Request) {
-	req.Header.Set("User-Agent", "switchboard-cli/"+version)
+	req.Header.Set("User-Agent", userAgent)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -373,56 +360,23 @@ func (c *cli) transportError(method, path string, err error) error {
 	return fmt.Errorf("%s %s: %w", method, path, err)
 }
 
-// decodeHTTPError reads an error answer: the API's {"error": {"code",
-// "message"}}, a JSON-RPC error (numeric code) or anything else.
+// decodeHTTPError reads an MCP endpoint's HTTP error answer as the API's.
 func decodeHTTPError(method, path string, status int, raw []byte) error {
-	e := &apiError{Method: method, Path: path, Status: status}
-	var body struct {
-		Error struct {
-			Code    json.RawMessage `json:"code"`
-			Message string          `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &body) == nil && (body.Error.Message != "" || len(body.Error.Code) > 0) {
-		e.Message = body.Error.Message
-		var s string
-		if json.Unmarshal(body.Error.Code, &s) == nil {
-			e.Code = s
-		} else {
-			e.Code = string(body.Error.Code)
-		}
-		return e
-	}
-	e.Message = snippet(raw)
-	return e
+	return (*apiError)(apiclient.DecodeError(method, path, status, raw))
 }
 
-// snippet is the start of a body for an error message.
-func snippet(raw []byte) string {
-	s := strings.TrimSpace(string(raw))
-	if len(s) > 200 {
-		s = s[:200]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-		s += "..."
-	}
-	return s
-}
+// snippet is the start of a text for an error message.
+func snippet(raw []byte) string { return apiclient.Snippet(raw) }
 
-// printJSON prints raw indented; an empty answer (204) prints nothing.
-func (c *cli) printJSON(raw []byte) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
+// printJSON prints v as indented JSON; nil prints nothing.
+func (c *cli) printJSON(v any) error {
+	if v == nil || reflect.ValueOf(v).Kind() == reflect.Pointer && reflect.ValueOf(v).IsNil() {
 		return nil
 	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		_, err = c.stdout.Write(raw)
-		return err
-	}
-	b.WriteByte('\n')
-	_, err := c.stdout.Write(b.Bytes())
-	return err
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // table prints rows aligned under header.
@@ -461,20 +415,11 @@ func firstLine(s string) string {
 }
 
 // when formats an API timestamp for a table, to the second in UTC.
-func when(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
-}
-
-// orJSON ends a command that got err or was asked for --json.
-func orJSON(c *cli, raw []byte, err error) error {
-	if err != nil {
-		return err
-	}
-	return c.printJSON(raw)
 }
 
 // mcpEndpoint is the MCP URL of project: /mcp for "default".

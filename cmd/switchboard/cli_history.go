@@ -1,11 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 func (c *cli) history(cmd cliCommand, args []string) error {
@@ -20,7 +21,7 @@ func (c *cli) history(cmd cliCommand, args []string) error {
 		return err
 	}
 	bad := func(msg string) error { return &usageError{cmd: cmd.name, msg: msg} }
-	q := url.Values{}
+	q := apiclient.CallQuery{Server: *server, Tool: *tool, Outcome: *outcome, Cursor: *cursor, Limit: *limit}
 	switch *outcome {
 	case "", "ok", "tool_error", "error":
 	default:
@@ -38,29 +39,13 @@ func (c *cli) history(cmd cliCommand, args []string) error {
 			}
 			t = time.Now().Add(-d)
 		}
-		q.Set("since", t.UTC().Format(time.RFC3339Nano))
+		q.Since = t.UTC().Format(time.RFC3339Nano)
 	}
-	for k, v := range map[string]string{"server": *server, "tool": *tool, "outcome": *outcome, "cursor": *cursor} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	q.Set("limit", strconv.Itoa(*limit))
-	var out struct {
-		Calls []struct {
-			Session    string  `json:"session"`
-			Server     string  `json:"server"`
-			Tool       string  `json:"tool"`
-			Outcome    string  `json:"outcome"`
-			Code       int     `json:"code"`
-			DurationMS float64 `json:"duration_ms"`
-			StartedAt  string  `json:"started_at"`
-		} `json:"calls"`
-		Next string `json:"next"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("tool-calls")+"?"+q.Encode(), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.CallPage, error) {
+		return api.Calls(ctx, c.project, q)
+	})
+	if done {
+		return err
 	}
 	rows := make([][]string, 0, len(out.Calls))
 	for _, k := range out.Calls {

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // hostedCommands manage the project's hosted servers (containers the
@@ -34,12 +35,11 @@ func (c *cli) hostedLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Servers []switchboard.HostedStatus `json:"servers"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers"), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.HostedList, error) {
+		return api.HostedServers(ctx, c.project)
+	})
+	if done {
+		return err
 	}
 	rows := make([][]string, 0, len(out.Servers))
 	for _, s := range out.Servers {
@@ -111,10 +111,11 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 		}
 	}
 	reg.Name = pos[0]
-	var st switchboard.HostedStatus
-	raw, err := c.api(http.MethodPost, c.projectPath("mcp", "servers"), reg, &st)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	st, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.HostedStatus, error) {
+		return api.RegisterHosted(ctx, c.project, reg)
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "hosted server %s (%s) registered in project %s: %s\n", st.Name, st.ID, c.project, st.Status)
 	return nil
@@ -125,11 +126,13 @@ func (c *cli) hostedShow(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers", pos[0]), nil, nil)
-	if err != nil {
+	st, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.HostedStatus, error) {
+		return api.HostedServer(ctx, c.project, pos[0])
+	})
+	if done {
 		return err
 	}
-	return c.printJSON(raw)
+	return c.printJSON(st)
 }
 
 func (c *cli) hostedRestart(cmd cliCommand, args []string) error {
@@ -137,10 +140,11 @@ func (c *cli) hostedRestart(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var st switchboard.HostedStatus
-	raw, err := c.api(http.MethodPost, c.projectPath("mcp", "servers", pos[0], "restart"), nil, &st)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	st, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.HostedStatus, error) {
+		return api.RestartHosted(ctx, c.project, pos[0])
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "hosted server %s restarting: %s\n", st.Name, st.Status)
 	return nil
@@ -153,12 +157,11 @@ func (c *cli) hostedLogs(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out struct {
-		Logs string `json:"logs"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("mcp", "servers", pos[0], "logs")+"?tail="+strconv.Itoa(*tail), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.HostedLogs, error) {
+		return api.HostedLogs(ctx, c.project, pos[0], *tail)
+	})
+	if done {
+		return err
 	}
 	fmt.Fprint(c.stdout, out.Logs)
 	if out.Logs != "" && !strings.HasSuffix(out.Logs, "\n") {
@@ -174,13 +177,10 @@ func (c *cli) hostedRm(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	path := c.projectPath("mcp", "servers", pos[0])
-	if *keep {
-		path += "?keep_volumes=true"
-	}
-	raw, err := c.api(http.MethodDelete, path, nil, nil)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
+		return api.DeleteHosted(ctx, c.project, pos[0], *keep)
+	})); done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "removed hosted server %s from project %s\n", pos[0], c.project)
 	return nil

@@ -1,20 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"strings"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type apiProject struct {
-	ID          string `json:"id"`
-	Description string `json:"description"`
-	MCPURL      string `json:"mcp_url"`
-	CreatedAt   string `json:"created_at"`
-}
-
 // endpoint is the absolute MCP URL of a project, to paste into a client.
-func (c *cli) endpoint(p apiProject) string {
+func (c *cli) endpoint(p apiclient.Project) string {
 	if p.MCPURL == "" {
 		return c.mcpEndpoint(p.ID)
 	}
@@ -28,12 +23,9 @@ func (c *cli) projectsLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Projects []apiProject `json:"projects"`
-	}
-	raw, err := c.api(http.MethodGet, "/projects", nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Projects, error) { return api.Projects(ctx) })
+	if done {
+		return err
 	}
 	rows := make([][]string, 0, len(out.Projects))
 	for _, p := range out.Projects {
@@ -49,10 +41,11 @@ func (c *cli) projectsAdd(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var p apiProject
-	raw, err := c.api(http.MethodPost, "/projects", map[string]string{"id": pos[0], "description": *desc}, &p)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	p, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Project, error) {
+		return api.CreateProject(ctx, apiclient.NewProject{ID: pos[0], Description: *desc})
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "created project %s\nMCP endpoint: %s\n", p.ID, c.endpoint(p))
 	return nil
@@ -65,14 +58,10 @@ func (c *cli) projectsRm(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	c.project = pos[0]
-	path := c.projectPath()
-	if *force {
-		path += "?force=true"
-	}
-	raw, err := c.api(http.MethodDelete, path, nil, nil)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
+		return api.DeleteProject(ctx, pos[0], *force)
+	})); done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "deleted project %s\n", pos[0])
 	return nil

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"text/tabwriter"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // The workspace and sandbox-switch commands: thin calls of the admin API
@@ -22,37 +26,20 @@ func init() {
 	)
 }
 
-type apiWorkspace struct {
-	WorkspaceID    string `json:"workspace_id"`
-	Status         string `json:"status"`
-	AgentSessionID string `json:"agent_session_id"`
-	SessionID      string `json:"session_id"`
-	SnapshotOf     string `json:"snapshot_of"`
-	LastUsedAt     string `json:"last_used_at"`
-	Anonymous      bool   `json:"anonymous"`
-	ExpiresAt      string `json:"expires_at"`
-	AttachHistory  []struct {
-		Previous string `json:"previous_agent_session_id"`
-		Holder   string `json:"agent_session_id"`
-		At       string `json:"at"`
-	} `json:"attach_history"`
-}
-
 func (c *cli) workspacesLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Workspaces []apiWorkspace `json:"workspaces"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("workspaces"), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Workspaces, error) {
+		return api.Workspaces(ctx, c.project)
+	})
+	if done {
+		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKSPACE\tSTATUS\tAGENT SESSION\tSANDBOX SESSION\tSNAPSHOT OF\tLAST USED")
 	for _, w := range out.Workspaces {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.WorkspaceID, w.Status, dash(w.AgentSessionID), dash(w.SessionID), dash(w.SnapshotOf), dash(w.LastUsedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.WorkspaceID, w.Status, dash(w.AgentSessionID), dash(w.SessionID), dash(w.SnapshotOf), dash(stamp(w.LastUsedAt)))
 	}
 	return tw.Flush()
 }
@@ -64,10 +51,11 @@ func (c *cli) workspacesShow(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var w apiWorkspace
-	raw, err := c.api(http.MethodGet, c.projectPath("workspaces", pos[0]), nil, &w)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	w, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.WorkspaceInfo, error) {
+		return api.Workspace(ctx, c.project, pos[0])
+	})
+	if done {
+		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "workspace\t%s\n", w.WorkspaceID)
@@ -75,9 +63,13 @@ func (c *cli) workspacesShow(cmd cliCommand, args []string) error {
 	fmt.Fprintf(tw, "snapshot of\t%s\n", dash(w.SnapshotOf))
 	fmt.Fprintf(tw, "agent session\t%s\n", dash(w.AgentSessionID))
 	fmt.Fprintf(tw, "sandbox session\t%s\n", dash(w.SessionID))
-	fmt.Fprintf(tw, "last used\t%s\n", dash(w.LastUsedAt))
+	fmt.Fprintf(tw, "last used\t%s\n", dash(stamp(w.LastUsedAt)))
 	if w.Anonymous {
-		fmt.Fprintf(tw, "anonymous\tdeleted at %s\n", orText(w.ExpiresAt, "its retention after its session ends"))
+		expires := ""
+		if w.ExpiresAt != nil {
+			expires = stamp(*w.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "anonymous\tdeleted at %s\n", orText(expires, "its retention after its session ends"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -89,7 +81,7 @@ func (c *cli) workspacesShow(cmd cliCommand, args []string) error {
 	tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tPREVIOUS AGENT SESSION\tAGENT SESSION")
 	for _, a := range w.AttachHistory {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.At, dash(a.Previous), a.Holder)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", stamp(a.At), dash(a.Previous), a.Holder)
 	}
 	return tw.Flush()
 }
@@ -106,9 +98,10 @@ func (c *cli) workspacesRm(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.api(http.MethodDelete, c.projectPath("workspaces", pos[0]), nil, nil)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
+		return api.DeleteWorkspace(ctx, c.project, pos[0])
+	})); done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "deleted workspace %s from project %s\n", pos[0], c.project)
 	return nil
@@ -124,12 +117,11 @@ func (c *cli) workspacesAttach(cmd cliCommand, args []string) error {
 	if *agent == "" {
 		return &usageError{cmd: cmd.name, msg: "--agent is required"}
 	}
-	var out struct {
-		SessionID string `json:"session_id"`
-	}
-	raw, err := c.api(http.MethodPost, c.projectPath("workspaces", pos[0], "attach"), map[string]string{"agent_session_id": *agent}, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.SandboxSession, error) {
+		return api.AttachWorkspace(ctx, c.project, pos[0], *agent)
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "attached workspace %s to %s; sandbox session %s\n", pos[0], *agent, out.SessionID)
 	return nil
@@ -141,14 +133,17 @@ func workspaceOp(op string) func(c *cli, cmd cliCommand, args []string) error {
 		if err != nil {
 			return err
 		}
-		path := c.projectPath("workspaces", pos[0], op)
-		if op == "restore" {
-			path = c.projectPath("snapshots", pos[0], op)
-		}
-		var w apiWorkspace
-		raw, err := c.api(http.MethodPost, path, nil, &w)
-		if err != nil || c.json {
-			return orJSON(c, raw, err)
+		w, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.WorkspaceInfo, error) {
+			switch op {
+			case "detach":
+				return api.DetachWorkspace(ctx, c.project, pos[0])
+			case "snapshot":
+				return api.SnapshotWorkspace(ctx, c.project, pos[0])
+			}
+			return api.RestoreSnapshot(ctx, c.project, pos[0])
+		})
+		if done {
+			return err
 		}
 		switch op {
 		case "detach":
@@ -167,9 +162,10 @@ func sandboxSwitch(on bool) func(c *cli, cmd cliCommand, args []string) error {
 		if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 			return err
 		}
-		raw, err := c.api(http.MethodPut, c.projectPath("sandbox"), map[string]bool{"enabled": on}, nil)
-		if err != nil || c.json {
-			return orJSON(c, raw, err)
+		if _, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.SandboxSwitch, error) {
+			return api.SetSandbox(ctx, c.project, on)
+		}); done {
+			return err
 		}
 		state := "off"
 		if on {
@@ -178,4 +174,13 @@ func sandboxSwitch(on bool) func(c *cli, cmd cliCommand, args []string) error {
 		fmt.Fprintf(c.stdout, "sandbox tools %s in project %s\n", state, c.project)
 		return nil
 	}
+}
+
+// stamp shows an API time as the API writes it (RFC 3339); the zero time
+// is "".
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }

@@ -1,29 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"unicode/utf8"
-)
 
-type apiSecret struct {
-	Name      string `json:"name"`
-	UpdatedAt string `json:"updated_at"`
-}
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
+)
 
 func (c *cli) secretsLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Secrets []apiSecret `json:"secrets"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("secrets"), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Secrets, error) {
+		return api.Secrets(ctx, c.project)
+	})
+	if done {
+		return err
 	}
 	rows := make([][]string, 0, len(out.Secrets))
 	for _, s := range out.Secrets {
@@ -54,10 +50,11 @@ func (c *cli) secretsSet(cmd cliCommand, args []string) error {
 	if value == "" {
 		return &usageError{cmd: cmd.name, msg: "the value is empty"}
 	}
-	var s apiSecret
-	raw, err := c.api(http.MethodPut, c.projectPath("secrets", pos[0]), map[string]string{"value": value}, &s)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	s, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Secret, error) {
+		return api.SetSecret(ctx, c.project, pos[0], value)
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "set secret %s in project %s\n", s.Name, c.project)
 	return nil
@@ -93,9 +90,10 @@ func (c *cli) secretsRm(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.api(http.MethodDelete, c.projectPath("secrets", pos[0]), nil, nil)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
+		return api.DeleteSecret(ctx, c.project, pos[0])
+	})); done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "deleted secret %s from project %s\n", pos[0], c.project)
 	return nil

@@ -2,60 +2,45 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type apiServer struct {
-	Name      string          `json:"name"`
-	ProductID string          `json:"product_id"`
-	Transport string          `json:"transport"`
-	Enabled   bool            `json:"enabled"`
-	Config    json.RawMessage `json:"config"`
-	Source    string          `json:"source"`
-	Status    *struct {
-		State string `json:"state"`
-		Tools int    `json:"tools"`
-		// The design says last_error; the gateway's status JSON (GET /)
-		// says lastError. Either is read.
-		LastError  string   `json:"last_error"`
-		LastError2 string   `json:"lastError"`
-		Shadowed   []string `json:"shadowed"`
-	} `json:"status"`
-}
-
-func (s apiServer) state() (state, tools, problem string) {
+// serverState is what a server's row shows: its state, tool count and
+// problem (its last error, the tools another server shadows).
+func serverState(s apiclient.Server) (state, tools, problem string) {
 	if !s.Enabled {
 		return "disabled", "-", ""
 	}
 	if s.Status == nil {
 		return "-", "-", ""
 	}
-	problem = cmp.Or(s.Status.LastError, s.Status.LastError2)
+	problem = s.Status.LastError
 	if len(s.Status.Shadowed) > 0 {
 		if problem != "" {
 			problem += "; "
 		}
 		problem += "shadowed: " + strings.Join(s.Status.Shadowed, ",")
 	}
-	return s.Status.State, strconv.Itoa(s.Status.Tools), problem
+	return string(s.Status.State), strconv.Itoa(s.Status.Tools), problem
 }
 
 func (c *cli) serversLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Servers []apiServer `json:"servers"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("servers"), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Servers, error) {
+		return api.Servers(ctx, c.project)
+	})
+	if done {
+		return err
 	}
 	products := false
 	for _, s := range out.Servers {
@@ -67,8 +52,8 @@ func (c *cli) serversLs(cmd cliCommand, args []string) error {
 	}
 	rows := make([][]string, 0, len(out.Servers))
 	for _, s := range out.Servers {
-		state, tools, problem := s.state()
-		row := []string{s.Name, cmp.Or(s.Source, "api"), s.Transport, state, tools, firstLine(problem)}
+		state, tools, problem := serverState(s)
+		row := []string{s.Name, cmp.Or(s.Source, "api"), string(s.Transport), state, tools, firstLine(problem)}
 		if products {
 			row = append(row, s.ProductID)
 		}
@@ -174,13 +159,13 @@ func (c *cli) serversAdd(cmd cliCommand, args []string) error {
 }
 
 func (c *cli) addServer(name, desc string, enabled bool, entry json.RawMessage) error {
-	body := map[string]any{"name": name, "description": desc, "enabled": enabled, "config": entry}
-	var s apiServer
-	raw, err := c.api(http.MethodPost, c.projectPath("servers"), body, &s)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	s, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Server, error) {
+		return api.CreateServer(ctx, c.project, apiclient.ServerChange{Name: &name, Description: &desc, Enabled: &enabled, Config: entry})
+	})
+	if done {
+		return err
 	}
-	state, _, problem := s.state()
+	state, _, problem := serverState(s)
 	fmt.Fprintf(c.stdout, "added server %s (%s) to project %s: %s\n", s.Name, s.Transport, c.project, state)
 	if problem != "" {
 		fmt.Fprintf(c.stdout, "problem: %s\n", problem)
@@ -193,9 +178,10 @@ func (c *cli) serversRm(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.api(http.MethodDelete, c.projectPath("servers", pos[0]), nil, nil)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
+		return api.DeleteServer(ctx, c.project, pos[0])
+	})); done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "removed server %s from project %s\n", pos[0], c.project)
 	return nil
@@ -214,12 +200,13 @@ func (c *cli) setEnabled(cmd cliCommand, args []string, enabled bool) error {
 	if err != nil {
 		return err
 	}
-	var s apiServer
-	raw, err := c.api(http.MethodPatch, c.projectPath("servers", pos[0]), map[string]bool{"enabled": enabled}, &s)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	s, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Server, error) {
+		return api.UpdateServer(ctx, c.project, pos[0], apiclient.ServerChange{Enabled: &enabled})
+	})
+	if done {
+		return err
 	}
-	state, _, _ := s.state()
+	state, _, _ := serverState(s)
 	fmt.Fprintf(c.stdout, "server %s in project %s: %s\n", s.Name, c.project, state)
 	return nil
 }

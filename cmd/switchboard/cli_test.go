@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // cliRunner drives runCLI with buffers, the way a shell would.
@@ -481,7 +482,7 @@ func TestCLIEndToEnd(t *testing.T) {
 			t.Fatalf("tokens create: stdout %q, stderr %q", out, errOut)
 		}
 		var tokens struct {
-			Tokens []apiToken `json:"tokens"`
+			Tokens []apiclient.Token `json:"tokens"`
 		}
 		decode(t, r.ok("tokens", "ls", "-p", "p1", "--json"), &tokens)
 		if len(tokens.Tokens) != 1 || tokens.Tokens[0].Name != "ci" || tokens.Tokens[0].Token != "" {

@@ -1,34 +1,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"net/http"
-)
 
-type apiToken struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	CreatedAt string `json:"created_at"`
-	RevokedAt string `json:"revoked_at"`
-	Token     string `json:"token"`
-}
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
+)
 
 func (c *cli) tokensLs(cmd cliCommand, args []string) error {
 	if _, err := c.parse(c.flags(cmd.name), cmd, args, 0, 0); err != nil {
 		return err
 	}
-	var out struct {
-		Tokens []apiToken `json:"tokens"`
-	}
-	raw, err := c.api(http.MethodGet, c.projectPath("tokens"), nil, &out)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	out, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Tokens, error) {
+		return api.Tokens(ctx, c.project)
+	})
+	if done {
+		return err
 	}
 	rows := make([][]string, 0, len(out.Tokens))
 	for _, t := range out.Tokens {
 		revoked := ""
-		if t.RevokedAt != "" {
-			revoked = when(t.RevokedAt)
+		if t.RevokedAt != nil {
+			revoked = when(*t.RevokedAt)
 		}
 		rows = append(rows, []string{t.ID, t.Name, when(t.CreatedAt), revoked})
 	}
@@ -42,10 +35,11 @@ func (c *cli) tokensCreate(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var t apiToken
-	raw, err := c.api(http.MethodPost, c.projectPath("tokens"), map[string]string{"name": pos[0]}, &t)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	t, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Token, error) {
+		return api.CreateToken(ctx, c.project, pos[0])
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stderr, "created token %s (%s) for project %s; it is shown only now:\n", t.ID, t.Name, c.project)
 	fmt.Fprintln(c.stdout, t.Token)
@@ -57,10 +51,11 @@ func (c *cli) tokensRevoke(cmd cliCommand, args []string) error {
 	if err != nil {
 		return err
 	}
-	var t apiToken
-	raw, err := c.api(http.MethodDelete, c.projectPath("tokens", pos[0]), nil, &t)
-	if err != nil || c.json {
-		return orJSON(c, raw, err)
+	t, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (apiclient.Token, error) {
+		return api.RevokeToken(ctx, c.project, pos[0])
+	})
+	if done {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "revoked token %s (%s) of project %s\n", t.ID, t.Name, c.project)
 	return nil

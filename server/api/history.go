@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"maps"
 	"net/http"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // toolCallParams are the query parameters of GET tool-calls.
@@ -78,22 +78,11 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type callJSON struct {
-		ID         int64           `json:"id"`
-		Session    string          `json:"session"`
-		Server     string          `json:"server"`
-		Tool       string          `json:"tool"`
-		Arguments  json.RawMessage `json:"arguments"`
-		Outcome    string          `json:"outcome"`
-		Code       int             `json:"code,omitempty"`
-		DurationMS float64         `json:"duration_ms"`
-		StartedAt  time.Time       `json:"started_at"`
-	}
-	out := make([]callJSON, len(page.Calls))
+	out := make([]apiclient.Call, len(page.Calls))
 	for i, c := range page.Calls {
-		out[i] = callJSON{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
+		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
 			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"calls": out, "next": page.Next})
+	writeJSON(w, http.StatusOK, apiclient.CallPage{Calls: out, Next: page.Next})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // Hosted is the gateway's container-hosted MCP servers (hosted.Service).
@@ -106,7 +107,7 @@ func (a *API) listHosted(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": list})
+	writeJSON(w, http.StatusOK, apiclient.HostedList{Servers: list})
 	return nil
 }
 
@@ -193,7 +194,7 @@ func (a *API) hostedLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": out})
+	writeJSON(w, http.StatusOK, apiclient.HostedLogs{Logs: out})
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
@@ -81,7 +82,7 @@ func (a *API) importManifest(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.reconcile(r.Context(), p)
 	a.log.Info("manifest imported", "project", p, "product", product, "servers", len(out))
-	writeJSON(w, http.StatusOK, map[string]any{"servers": a.withStatus(r, p, out)})
+	writeJSON(w, http.StatusOK, apiclient.Servers{Servers: a.withStatus(r, p, out)})
 	return nil
 }
 

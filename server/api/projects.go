@@ -4,28 +4,17 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type projectJSON struct {
-	ID          string    `json:"id"`
-	Description string    `json:"description"`
-	MCPURL      string    `json:"mcp_url"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	// Closed marks, in dev mode, a project its first token closed: listed
-	// so it does not vanish, but the rest of it needs that token.
-	Closed bool `json:"closed,omitempty"`
-}
-
-func toProject(p switchboard.Project) projectJSON {
+func toProject(p switchboard.Project) apiclient.Project {
 	u := "/projects/" + p.ID + "/mcp"
 	if p.ID == "default" {
 		u = "/mcp"
 	}
-	return projectJSON{ID: p.ID, Description: p.Description, MCPURL: u, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return apiclient.Project{ID: p.ID, Description: p.Description, MCPURL: u, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
@@ -36,7 +25,7 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]projectJSON, 0, len(list))
+	out := make([]apiclient.Project, 0, len(list))
 	for _, p := range list {
 		// In dev mode, a project closed by its tokens is listed by name
 		// only, marked closed: its description and the rest need its token.
@@ -48,7 +37,7 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 		c.Closed = true
 		out = append(out, c)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
+	writeJSON(w, http.StatusOK, apiclient.Projects{Projects: out})
 	return nil
 }
 

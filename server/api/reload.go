@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // reload re-reads the servers file, as SIGHUP does, without the risk of
@@ -20,6 +21,6 @@ func (a *API) reload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true, "servers": n})
+	writeJSON(w, http.StatusOK, apiclient.Reloaded{Reloaded: true, Servers: n})
 	return nil
 }

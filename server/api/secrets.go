@@ -5,27 +5,21 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
-
-type secretJSON struct {
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
 
 func (a *API) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	list, err := a.st.ListSecrets(r.Context(), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
-	out := make([]secretJSON, len(list))
+	out := make([]apiclient.Secret, len(list))
 	for i, s := range list {
-		out[i] = secretJSON{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		out[i] = apiclient.Secret{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
+	writeJSON(w, http.StatusOK, apiclient.Secrets{Secrets: out})
 	return nil
 }
 
@@ -61,7 +55,7 @@ func (a *API) putSecret(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.reconcile(r.Context(), p)
 	a.log.Info("secret set", "project", p, "secret", name)
-	writeJSON(w, http.StatusOK, secretJSON{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+	writeJSON(w, http.StatusOK, apiclient.Secret{Name: s.Name, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
 	return nil
 }
 

@@ -1,35 +1,14 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type serverJSON struct {
-	ID          string                    `json:"id"`
-	ProjectID   string                    `json:"project_id"`
-	ProductID   string                    `json:"product_id,omitempty"`
-	Name        string                    `json:"name"`
-	Description string                    `json:"description"`
-	Transport   switchboard.Transport     `json:"transport"`
-	Config      json.RawMessage           `json:"config"`
-	Enabled     bool                      `json:"enabled"`
-	CreatedAt   time.Time                 `json:"created_at"`
-	UpdatedAt   time.Time                 `json:"updated_at"`
-	Status      *switchboard.ServerStatus `json:"status,omitempty"`
-	// Source says where the server comes from: "api" (a stored row this
-	// API manages), "file" (the servers file), "built-in" (the demo or the
-	// gateway's own tools) or "hosted" (a container the hosted API
-	// manages). Only "api" rows can be changed here (ReadOnly otherwise).
-	Source   string `json:"source"`
-	ReadOnly bool   `json:"read_only,omitempty"`
-}
-
 // withStatus renders records with the live status of the enabled ones.
-func (a *API) withStatus(r *http.Request, project string, recs []switchboard.ServerRecord) []serverJSON {
+func (a *API) withStatus(r *http.Request, project string, recs []switchboard.ServerRecord) []apiclient.Server {
 	byName := map[string]switchboard.ServerStatus{}
 	if st, err := a.opts.Projects.Status(r.Context(), project); err == nil {
 		for _, s := range st {
@@ -37,13 +16,13 @@ func (a *API) withStatus(r *http.Request, project string, recs []switchboard.Ser
 		}
 	}
 	admin := a.opts.Access.AllowAdmin(r, "") == nil
-	out := make([]serverJSON, len(recs))
+	out := make([]apiclient.Server, len(recs))
 	for i, rec := range recs {
 		cfg := rec.Config
 		if !admin {
 			cfg = maskConfig(cfg)
 		}
-		out[i] = serverJSON{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name, Source: "api",
+		out[i] = apiclient.Server{ID: rec.ID, ProjectID: rec.ProjectID, ProductID: rec.ProductID, Name: rec.Name, Source: "api",
 			Description: rec.Description, Transport: rec.Transport, Config: cfg, Enabled: rec.Enabled,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 		if s, ok := byName[rec.Name]; ok && rec.Enabled {
@@ -80,23 +59,16 @@ func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
 				src = "file"
 			}
 			s := s
-			out = append(out, serverJSON{ProjectID: p, Name: s.Name, Transport: s.Transport, Enabled: true, Source: src, ReadOnly: true, Status: &s})
+			out = append(out, apiclient.Server{ProjectID: p, Name: s.Name, Transport: s.Transport, Enabled: true, Source: src, ReadOnly: true, Status: &s})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": out})
+	writeJSON(w, http.StatusOK, apiclient.Servers{Servers: out})
 	return nil
-}
-
-type serverIn struct {
-	Name        *string         `json:"name"`
-	Description *string         `json:"description"`
-	Enabled     *bool           `json:"enabled"`
-	Config      json.RawMessage `json:"config"`
 }
 
 func (a *API) createServer(w http.ResponseWriter, r *http.Request) error {
 	p := r.PathValue("project")
-	var in serverIn
+	var in apiclient.ServerChange
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}
@@ -155,7 +127,7 @@ func (a *API) getServer(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) updateServer(w http.ResponseWriter, r *http.Request) error {
 	p := r.PathValue("project")
-	var in serverIn
+	var in apiclient.ServerChange
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}

@@ -1,10 +1,10 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 func (a *API) listTools(w http.ResponseWriter, r *http.Request) error {
@@ -12,16 +12,11 @@ func (a *API) listTools(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type toolJSON struct {
-		Name   string          `json:"name"`
-		Server string          `json:"server"`
-		Tool   json.RawMessage `json:"tool"`
-	}
-	out := make([]toolJSON, len(cat.Tools))
+	out := make([]apiclient.Tool, len(cat.Tools))
 	for i, t := range cat.Tools {
-		out[i] = toolJSON{Name: t.Name, Server: t.Server, Tool: t.Raw}
+		out[i] = apiclient.Tool{Name: t.Name, Server: t.Server, Tool: t.Raw}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": out})
+	writeJSON(w, http.StatusOK, apiclient.Tools{Tools: out})
 	return nil
 }
 
@@ -33,6 +28,6 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if st == nil {
 		st = []switchboard.ServerStatus{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": st})
+	writeJSON(w, http.StatusOK, apiclient.Statuses{Servers: st})
 	return nil
 }

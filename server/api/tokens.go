@@ -2,21 +2,13 @@ package api
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
-type tokenJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	Token     string     `json:"token,omitempty"` // only in the creation response
-}
-
-func toToken(t switchboard.Token) tokenJSON {
-	return tokenJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, RevokedAt: timeOrNil(t.RevokedAt)}
+func toToken(t switchboard.Token) apiclient.Token {
+	return apiclient.Token{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, RevokedAt: timeOrNil(t.RevokedAt)}
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request) error {
@@ -27,11 +19,11 @@ func (a *API) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]tokenJSON, len(list))
+	out := make([]apiclient.Token, len(list))
 	for i, t := range list {
 		out[i] = toToken(t)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	writeJSON(w, http.StatusOK, apiclient.Tokens{Tokens: out})
 	return nil
 }
 

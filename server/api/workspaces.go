@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
 // Sandbox is the gateway's sandbox as the API sees it: the workspace
@@ -58,7 +59,7 @@ func (a *API) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"enabled": a.opts.Sandbox.SandboxEnabled(p)})
+	writeJSON(w, http.StatusOK, apiclient.SandboxSwitch{Enabled: a.opts.Sandbox.SandboxEnabled(p)})
 	return nil
 }
 
@@ -80,7 +81,7 @@ func (a *API) putSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("sandbox tools switched", "project", p, "enabled", *in.Enabled)
-	writeJSON(w, http.StatusOK, map[string]any{"enabled": *in.Enabled})
+	writeJSON(w, http.StatusOK, apiclient.SandboxSwitch{Enabled: *in.Enabled})
 	return nil
 }
 

@@ -1,0 +1,160 @@
+package apiclient
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// The admin API's wire types: server/api encodes exactly these, and the
+// client decodes them. Field names are snake_case, as everywhere on the
+// admin API; hosted servers and workspaces use the root package's types
+// (switchboard.HostedStatus, switchboard.WorkspaceInfo), which are the
+// same on the wire.
+
+// Project is one project (GET /api/v1/projects/{id}).
+type Project struct {
+	ID          string    `json:"id"`
+	Description string    `json:"description"`
+	MCPURL      string    `json:"mcp_url"` // the project's MCP endpoint path, such as /projects/p1/mcp
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// Closed marks, in dev mode, a project its first token closed: listed
+	// so it does not vanish, but the rest of it needs that token.
+	Closed bool `json:"closed,omitempty"`
+}
+
+// NewProject is the body of POST /api/v1/projects.
+type NewProject struct {
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+}
+
+// Server is one server of a project (GET .../servers).
+type Server struct {
+	ID          string                    `json:"id"`
+	ProjectID   string                    `json:"project_id"`
+	ProductID   string                    `json:"product_id,omitempty"`
+	Name        string                    `json:"name"`
+	Description string                    `json:"description"`
+	Transport   switchboard.Transport     `json:"transport"`
+	Config      json.RawMessage           `json:"config"`
+	Enabled     bool                      `json:"enabled"`
+	CreatedAt   time.Time                 `json:"created_at"`
+	UpdatedAt   time.Time                 `json:"updated_at"`
+	Status      *switchboard.ServerStatus `json:"status,omitempty"`
+	// Source says where the server comes from: "api" (a stored row this
+	// API manages), "file" (the servers file), "built-in" (the demo or the
+	// gateway's own tools) or "hosted" (a container the hosted API
+	// manages). Only "api" rows can be changed here (ReadOnly otherwise).
+	Source   string `json:"source"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// ServerChange is the body of POST .../servers (Name and Config
+// required) and of PATCH .../servers/{name} (every field optional).
+type ServerChange struct {
+	Name        *string         `json:"name,omitempty"`
+	Description *string         `json:"description,omitempty"`
+	Enabled     *bool           `json:"enabled,omitempty"`
+	Config      json.RawMessage `json:"config,omitempty"`
+}
+
+// Tool is one tool a project's endpoint offers (GET .../tools): the name
+// clients call, the server that owns it and the server's tool object as
+// it sent it.
+type Tool struct {
+	Name   string          `json:"name"`
+	Server string          `json:"server"`
+	Tool   json.RawMessage `json:"tool"`
+}
+
+// Secret is a secret's name and times; values are never returned.
+type Secret struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Token is a project token. Token (the secret itself) is set only in
+// the answer to its creation.
+type Token struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Token     string     `json:"token,omitempty"`
+}
+
+// Call is one logged tool call (GET .../tool-calls).
+type Call struct {
+	ID         int64           `json:"id"`
+	Session    string          `json:"session"`
+	Server     string          `json:"server"`
+	Tool       string          `json:"tool"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Outcome    string          `json:"outcome"` // ok, tool_error or error
+	Code       int             `json:"code,omitempty"`
+	DurationMS float64         `json:"duration_ms"`
+	StartedAt  time.Time       `json:"started_at"`
+}
+
+// CallPage is one page of the call log, newest first; Next continues it.
+type CallPage struct {
+	Calls []Call `json:"calls"`
+	Next  string `json:"next"`
+}
+
+// Reloaded answers POST /api/v1/reload.
+type Reloaded struct {
+	Reloaded bool `json:"reloaded"`
+	Servers  int  `json:"servers"`
+}
+
+// SandboxSwitch is whether the sandbox tools are served on a project's
+// endpoint (GET and PUT .../sandbox).
+type SandboxSwitch struct {
+	Enabled bool `json:"enabled"`
+}
+
+// HostedLogs answers GET .../mcp/servers/{id}/logs.
+type HostedLogs struct {
+	Logs string `json:"logs"`
+}
+
+// ErrorBody is every error answer of the API.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// The list envelopes: each list answer is an object holding the list.
+type (
+	Projects struct {
+		Projects []Project `json:"projects"`
+	}
+	Servers struct {
+		Servers []Server `json:"servers"`
+	}
+	Tools struct {
+		Tools []Tool `json:"tools"`
+	}
+	Secrets struct {
+		Secrets []Secret `json:"secrets"`
+	}
+	Tokens struct {
+		Tokens []Token `json:"tokens"`
+	}
+	Statuses struct {
+		Servers []switchboard.ServerStatus `json:"servers"`
+	}
+	HostedList struct {
+		Servers []switchboard.HostedStatus `json:"servers"`
+	}
+	Workspaces struct {
+		Workspaces []switchboard.WorkspaceInfo `json:"workspaces"`
+	}
+)
