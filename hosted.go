@@ -37,6 +37,9 @@ type HostedRegistration struct {
 	// CallTimeout is a Go duration ("45s"); empty means the default.
 	CallTimeout string `json:"call_timeout,omitempty"`
 	ToolPrefix  string `json:"tool_prefix,omitempty"`
+	// Runtime is the container runtime: "auto" or a runtime name the
+	// engine lists ("runc", "runsc"); empty takes the gateway's setting.
+	Runtime string `json:"runtime,omitempty"`
 	// Origin is "file" for a server of the servers file, else empty.
 	Origin string `json:"origin,omitempty"`
 }
@@ -162,5 +165,6 @@ type HostedConfigSummary struct {
 	ReadOnlyRoot  bool     `json:"read_only_root"`
 	CallTimeout   string   `json:"call_timeout"`
 	ToolPrefix    string   `json:"tool_prefix,omitempty"`
+	Runtime       string   `json:"runtime,omitempty"`
 	Origin        string   `json:"origin,omitempty"`
 }

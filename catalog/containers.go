@@ -109,6 +109,13 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	if err != nil {
 		return nil, catalogErr(e, err)
 	}
+	rt, err := o.eng.ChooseRuntime(cctx, e.Runtime, engine.RuntimeNeeds{Network: e.Network != "none"})
+	if err != nil {
+		return nil, catalogErr(e, err)
+	}
+	if rt.Warning != "" {
+		o.log.Warn("catalog: "+rt.Warning, "server", e.Name)
+	}
 	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelRef: owner, engine.LabelProject: project, hosted.LabelServer: e.Name}
 	spec := engine.Spec{
 		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,
@@ -120,9 +127,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	if info.DiskQuota {
 		spec.DiskBytes, spec.DiskQuota = hosted.DefaultDiskBytes, true
 	}
-	if info.HasRuntime("runsc") {
-		spec.Runtime = "runsc"
-	}
+	spec.Runtime = rt.Runtime
 	for _, v := range e.Volumes {
 		name := o.volumeFor(cctx, project, v.Name)
 		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project, hosted.LabelServer: e.Name, hosted.LabelPath: v.Target}

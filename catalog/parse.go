@@ -58,6 +58,9 @@ type CatalogEntry struct {
 	// Network is "none" (disableNetwork: true) or "bridge".
 	Network      string
 	ReadOnlyRoot bool
+	// Runtime is the entry's container runtime ("auto" or a runtime name
+	// the engine lists); "" takes the gateway's setting.
+	Runtime string
 }
 
 // CatalogVolume is a named volume of a catalog entry: it persists across
@@ -107,6 +110,7 @@ type catalogEntry struct {
 	User           string   `yaml:"user"`
 	DisableNetwork bool     `yaml:"disableNetwork"`
 	ReadOnlyRoot   bool     `yaml:"readOnlyRoot"` // ours, not Docker's: default false, as there
+	Runtime        string   `yaml:"runtime"`      // ours: "auto" or a runtime name; "" takes MCP_SERVER_CONTAINER_RUNTIME
 	Env            []struct {
 		Name        string `yaml:"name"`
 		Value       string `yaml:"value"`
@@ -220,6 +224,12 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 		Env: map[string]string{}, Secrets: map[string]string{}}
 	if raw.DisableNetwork {
 		e.Network = "none"
+	}
+	if raw.Runtime != "" {
+		if !hosted.RuntimeName.MatchString(raw.Runtime) {
+			return bad("runtime %q must be \"auto\" or a container runtime's name (\"runc\", \"runsc\")", switchboard.Clip(raw.Runtime))
+		}
+		e.Runtime = raw.Runtime
 	}
 	if len(raw.Command) > hosted.MaxArgs {
 		return bad("at most %d command arguments", hosted.MaxArgs)

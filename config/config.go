@@ -409,7 +409,7 @@ func (c Config) LogAttrs() []any {
 		"sync_interval", c.SyncInterval, "owner_lease", c.OwnerLease, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
 		"docker_host", dockerHostDescription(c.DockerHost),
-		"hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
+		"container_runtime", c.Hosted.ContainerRuntime, "hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,
 	}, c.Sandbox.LogAttrs()...)
 }
 

@@ -21,15 +21,21 @@ type Hosted struct {
 	// data dir, or the database's host and name), so a restarted gateway
 	// finds its own objects and two gateways with different stores never
 	// touch each other's.
-	Instance        string          `env:"MCP_SERVER_INSTANCE"`
-	Heartbeat       time.Duration   `env:"MCP_SERVER_HOSTED_HEARTBEAT" envDefault:"30s"`
-	PingTimeout     time.Duration   `env:"MCP_SERVER_HOSTED_PING_TIMEOUT" envDefault:"10s"`
-	RestartDelay    time.Duration   `env:"MCP_SERVER_HOSTED_RESTART_DELAY" envDefault:"1s"`
-	CrashWindow     time.Duration   `env:"MCP_SERVER_HOSTED_CRASH_WINDOW" envDefault:"60s"`
-	CrashLimit      int             `env:"MCP_SERVER_HOSTED_CRASH_LIMIT" envDefault:"3"`
-	Backoff         []time.Duration `env:"MCP_SERVER_HOSTED_BACKOFF" envSeparator:"," envDefault:"5s,15s,45s,2m,5m"`
-	StopTimeout     time.Duration   `env:"MCP_SERVER_HOSTED_STOP_TIMEOUT" envDefault:"10s"`
-	ShutdownTimeout time.Duration   `env:"MCP_SERVER_HOSTED_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	Instance string `env:"MCP_SERVER_INSTANCE"`
+	// ContainerRuntime is the OCI runtime of sandbox sessions, hosted
+	// servers and catalog containers: "auto" (gVisor's runsc when the
+	// engine lists it and it passes its probe, else the engine's default)
+	// or a runtime name the engine lists ("runc", "runsc"). A hosted
+	// server's or catalog entry's own "runtime" overrides it.
+	ContainerRuntime string          `env:"MCP_SERVER_CONTAINER_RUNTIME" envDefault:"auto"`
+	Heartbeat        time.Duration   `env:"MCP_SERVER_HOSTED_HEARTBEAT" envDefault:"30s"`
+	PingTimeout      time.Duration   `env:"MCP_SERVER_HOSTED_PING_TIMEOUT" envDefault:"10s"`
+	RestartDelay     time.Duration   `env:"MCP_SERVER_HOSTED_RESTART_DELAY" envDefault:"1s"`
+	CrashWindow      time.Duration   `env:"MCP_SERVER_HOSTED_CRASH_WINDOW" envDefault:"60s"`
+	CrashLimit       int             `env:"MCP_SERVER_HOSTED_CRASH_LIMIT" envDefault:"3"`
+	Backoff          []time.Duration `env:"MCP_SERVER_HOSTED_BACKOFF" envSeparator:"," envDefault:"5s,15s,45s,2m,5m"`
+	StopTimeout      time.Duration   `env:"MCP_SERVER_HOSTED_STOP_TIMEOUT" envDefault:"10s"`
+	ShutdownTimeout  time.Duration   `env:"MCP_SERVER_HOSTED_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	// Catalog names a catalog file (Docker MCP Gateway's `registry:`
 	// YAML) of servers client sessions switch on with mcp-add.
 	Catalog              string `env:"MCP_SERVER_CATALOG"`
@@ -71,6 +77,9 @@ func (h Hosted) validate() []error {
 	}
 	if h.CatalogMaxContainers < 1 || h.CatalogMaxContainers > 1000 {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_MAX_CONTAINERS: must be between 1 and 1000, got %d", h.CatalogMaxContainers))
+	}
+	if !validName.MatchString(h.ContainerRuntime) {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CONTAINER_RUNTIME: must be \"auto\" or the name of a runtime the Docker engine lists (\"runc\", \"runsc\"), got %q", h.ContainerRuntime))
 	}
 	if h.Instance != "" && !validName.MatchString(h.Instance) {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_INSTANCE: must be 1-64 letters, digits, '_', '-' or '.'"))

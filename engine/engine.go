@@ -22,6 +22,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,16 @@ type Options struct {
 	// DiskDir is a directory on the engine's host for the file system
 	// images of sized volumes (CreateSizedVolume); "" turns them off.
 	DiskDir string
+	// Runtime is the container runtime setting: "" or RuntimeAuto, or a
+	// runtime name the engine lists (see ChooseRuntime).
+	Runtime string
+	// ProbeImage is the image the runtime probe runs in (it needs a
+	// shell, coreutils and python3: the sandbox image); "" leaves runtimes
+	// unprobed, so auto does not use them.
+	ProbeImage string
+	// Prefer is the runtime auto prefers; "" is RuntimeGVisor. Tests
+	// name a deliberately broken runtime here to see auto fall back.
+	Prefer string
 }
 
 // Engine is a connection to one Docker Engine on behalf of one gateway
@@ -85,6 +96,8 @@ type Engine struct {
 	infoMu sync.Mutex
 	info   Info
 	infoAt time.Time // zero: not read yet
+
+	rt runtimes
 }
 
 // New returns an Engine for opts. It does no I/O: an engine that is down
@@ -104,7 +117,11 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrInvalid, "Docker engine address is invalid: %v; set DOCKER_HOST to unix:///var/run/docker.sock or tcp://host:port", err)
 	}
-	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, owner: opts.Owner, log: opts.Logger, disk: newDisks(opts.DiskDir)}, nil
+	if opts.Runtime == RuntimeAuto {
+		opts.Runtime = ""
+	}
+	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, owner: opts.Owner, log: opts.Logger, disk: newDisks(opts.DiskDir),
+		rt: runtimes{setting: opts.Runtime, probeImage: opts.ProbeImage, prefer: cmp.Or(opts.Prefer, RuntimeGVisor)}}, nil
 }
 
 // Close releases the client's connections.
@@ -142,6 +159,8 @@ type Info struct {
 	// DiskQuota is true when the storage driver enforces a per-container
 	// size (overlay2 on xfs with project quotas, btrfs, zfs).
 	DiskQuota bool
+
+	runtimeArgs map[string]string // runtime -> its path and arguments
 }
 
 // HasRuntime reports whether the engine offers the named runtime.
@@ -190,8 +209,10 @@ func (e *Engine) readInfo(ctx context.Context) (Info, error) {
 	}
 	in := res.Info
 	out := Info{ServerVersion: in.ServerVersion, Driver: in.Driver, DefaultRuntime: in.DefaultRuntime, NCPU: in.NCPU, MemTotal: in.MemTotal}
-	for name := range in.Runtimes {
+	out.runtimeArgs = map[string]string{}
+	for name, r := range in.Runtimes {
 		out.Runtimes = append(out.Runtimes, name)
+		out.runtimeArgs[name] = r.Path + " " + strings.Join(r.Args, " ")
 	}
 	switch in.Driver {
 	case "btrfs", "zfs":

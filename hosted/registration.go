@@ -37,6 +37,9 @@ var (
 	// refuses whitespace and control characters, which no reference has.
 	ImageRef    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
 	networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	// RuntimeName is a container runtime's name as the engine lists it
+	// ("auto" included).
+	RuntimeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // Restart policies.
@@ -185,6 +188,9 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	if reg.ToolPrefix != "" && !ValidName.MatchString(reg.ToolPrefix) {
 		return p, invalid("hosted server %q: tool_prefix %q must be letters, digits, '_', '-', '.'", n, switchboard.Clip(reg.ToolPrefix))
 	}
+	if reg.Runtime != "" && !RuntimeName.MatchString(reg.Runtime) {
+		return p, invalid("hosted server %q: runtime %q must be \"auto\" or a container runtime's name (\"runc\", \"runsc\")", n, switchboard.Clip(reg.Runtime))
+	}
 	if reg.Origin != "" && reg.Origin != "file" {
 		return p, invalid("hosted server %q: origin is set by the gateway; leave it out", n)
 	}
@@ -220,7 +226,7 @@ func (p plan) summary() switchboard.HostedConfigSummary {
 	return switchboard.HostedConfigSummary{
 		Command: p.reg.Command, Args: p.reg.Args, StdioBridge: p.stdio, Port: p.reg.Port,
 		RestartPolicy: p.reg.RestartPolicy, Environment: env, Volumes: p.reg.Volumes, Network: p.reg.Network,
-		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Origin: p.reg.Origin,
+		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Runtime: p.reg.Runtime, Origin: p.reg.Origin,
 	}
 }
 

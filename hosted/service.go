@@ -297,6 +297,15 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 			return switchboard.HostedStatus{}, err
 		}
 	}
+	// A runtime that is not listed, failed its probe or cannot give the
+	// server the network it needs is refused here, before anything is
+	// stored, not found out by a status stuck in starting.
+	if _, err := s.eng.ChooseRuntime(ctx, p.reg.Runtime, engine.RuntimeNeeds{Network: p.network != ""}); err != nil {
+		if errors.Is(err, switchboard.ErrConfig) {
+			return switchboard.HostedStatus{}, invalid("hosted server %q: %s", p.reg.Name, switchboard.Message(err))
+		}
+		return switchboard.HostedStatus{}, err
+	}
 	cfg, err := encodeRow(s.opts.Box, project, p.reg)
 	if err != nil {
 		return switchboard.HostedStatus{}, err
@@ -309,7 +318,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	// A client that goes away must not cut a create off half-way (the
 	// container would exist without anyone knowing its ID).
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	id, env, err := s.create(cctx, project, row.ID, p)
+	id, env, rtWarning, err := s.create(cctx, project, row.ID, p)
 	cancel()
 	if err != nil {
 		s.cleanup(context.WithoutCancel(ctx), row.ID, p, false)
@@ -319,6 +328,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		return switchboard.HostedStatus{}, err
 	}
 	sup := newSupervisor(s, row, p)
+	sup.rtWarning = rtWarning
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -422,25 +432,25 @@ func volumeName(rowID, path string) string {
 // create makes a row's volumes (when missing) and a new container; any
 // container the row already has is removed first, so there is never more
 // than one. It returns the container ID and the resolved environment.
-func (s *Service) create(ctx context.Context, project, rowID string, p plan) (string, []string, error) {
+func (s *Service) create(ctx context.Context, project, rowID string, p plan) (id string, env []string, rtWarning string, err error) {
 	if s.eng == nil {
-		return "", nil, s.errNoEngine()
+		return "", nil, "", s.errNoEngine()
 	}
 	if _, err := s.eng.RemoveOwned(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID}); err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
-	env, err := s.environment(ctx, project, p)
+	env, err = s.environment(ctx, project, p)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	info, err := s.engineInfo(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	// Every start checks: a server of the servers file is stored without
 	// asking the engine, and its status says why it does not start.
 	if err := p.fitsHost(info); err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	spec := engine.Spec{
 		Image:        p.reg.Image,
@@ -459,11 +469,14 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (st
 	if info.DiskQuota {
 		spec.DiskBytes, spec.DiskQuota = p.diskBytes, true
 	}
-	// gVisor when the engine offers it: a user-space kernel between the
-	// server and the host. Status reports the runtime the container got.
-	if info.HasRuntime("runsc") {
-		spec.Runtime = "runsc"
+	// The registration's runtime, else the gateway's (auto: gVisor when
+	// the engine has it and it passed its probe). Status reports the
+	// runtime the container got, and why gVisor was passed over.
+	rt, err := s.eng.ChooseRuntime(ctx, p.reg.Runtime, engine.RuntimeNeeds{Network: p.network != ""})
+	if err != nil {
+		return "", nil, "", err
 	}
+	spec.Runtime = rt.Runtime
 	if p.reg.Command != "" {
 		spec.Entrypoint = []string{p.reg.Command}
 	}
@@ -472,15 +485,15 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (st
 		l := labels(project, rowID, p.reg.Name)
 		l[LabelPath] = path
 		if err := s.eng.CreateVolume(ctx, name, l); err != nil {
-			return "", nil, err
+			return "", nil, "", err
 		}
 		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: name, Target: path})
 	}
-	id, err := s.eng.Create(ctx, spec)
+	id, err = s.eng.Create(ctx, spec)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
-	return id, env, nil
+	return id, env, rt.Warning, nil
 }
 
 // environment resolves `${NAME}` in the registration's values from the

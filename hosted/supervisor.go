@@ -1,6 +1,7 @@
 package hosted
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,7 @@ type supervisor struct {
 	mu          sync.Mutex
 	state       string
 	warning     string
+	rtWarning   string // why the container does not run under the preferred runtime
 	lastErr     string
 	containerID string
 	startedAt   time.Time
@@ -240,13 +242,14 @@ func (s *supervisor) prepare(fresh bool) (string, error) {
 	// removes it once it has the ID.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), time.Minute)
 	defer cancel()
-	id, env, err := s.svc.create(ctx, s.project, s.id, s.plan)
+	id, env, rtWarning, err := s.svc.create(ctx, s.project, s.id, s.plan)
 	if err != nil {
 		return "", err
 	}
 	s.mu.Lock()
 	s.containerID = id
 	s.env = env
+	s.rtWarning = rtWarning
 	s.mu.Unlock()
 	return id, nil
 }
@@ -706,7 +709,7 @@ func (s *supervisor) status() switchboard.HostedStatus {
 	defer s.mu.Unlock()
 	st := switchboard.HostedStatus{
 		ID: s.id, Project: s.project, Name: s.plan.reg.Name, Image: s.plan.reg.Image,
-		Status: s.state, Warning: s.warning, LastError: s.lastErr, Provider: engine.Provider, Runtime: s.runtime,
+		Status: s.state, Warning: cmp.Or(s.warning, s.rtWarning), LastError: s.lastErr, Provider: engine.Provider, Runtime: s.runtime,
 		ContainerID: s.containerID, RestartCount: s.restarts, CrashCount: s.crashTotal,
 		Limits: s.svc.limits(s.plan), Config: s.plan.summary(),
 	}

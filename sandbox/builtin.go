@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
 )
 
 // ProjectTools are the sandbox tools of one project: an
@@ -190,11 +190,16 @@ func progressSender(req switchboard.CallRequest) func(stream, chunk string) {
 
 // Status is the sandbox's part of the gateway status.
 type Status struct {
-	Enabled  bool              `json:"enabled"`
-	Engine   string            `json:"engine"` // "reachable" or why not
-	Runtime  string            `json:"runtime,omitempty"`
-	Images   map[string]string `json:"images"` // template -> "present: ref" or what to do
-	Sessions int               `json:"sessions"`
+	Enabled bool   `json:"enabled"`
+	Engine  string `json:"engine"` // "reachable" or why not
+	// Runtime is what new sessions run under ("runc", "runsc");
+	// RuntimeWarning why not gVisor, or why none (a chosen runtime that
+	// failed its probe); Runtimes the setting and each runtime's probe.
+	Runtime        string               `json:"runtime,omitempty"`
+	RuntimeWarning string               `json:"runtime_warning,omitempty"`
+	Runtimes       engine.RuntimeReport `json:"runtimes"`
+	Images         map[string]string    `json:"images"` // template -> "present: ref" or what to do
+	Sessions       int                  `json:"sessions"`
 }
 
 // Status asks the engine (bounded by ctx) whether it answers and has the
@@ -251,12 +256,13 @@ func (s *Service) probeEngine(ctx context.Context) Status {
 		return st
 	}
 	st.Engine = "reachable"
-	if info, err := s.engineInfo(ctx); err == nil {
-		st.Runtime = "runc"
-		if slices.Contains(info.Runtimes, "runsc") {
-			st.Runtime = "runsc"
-		}
+	switch rt, err := s.chooseRuntime(ctx); {
+	case err == nil:
+		st.Runtime, st.RuntimeWarning = rt.Name, rt.Warning
+	case errors.Is(err, switchboard.ErrConfig):
+		st.RuntimeWarning = switchboard.Message(err)
 	}
+	st.Runtimes = s.opts.Engine.Runtimes()
 	for _, t := range Templates {
 		ref, variable := s.imageFor(t)
 		ok, err := s.opts.Engine.ImageExists(ctx, ref)

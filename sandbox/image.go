@@ -24,7 +24,7 @@ import (
 // builderVersion is part of the image tag: bump it whenever the rootfs the
 // builder assembles changes for the same packages (files added, users,
 // image settings), so a stale cached image is never reused.
-const builderVersion = "3"
+const builderVersion = "4"
 
 // ImageRepository is the repository the builder tags its images in.
 const ImageRepository = "switchboard-sandbox"
@@ -85,7 +85,13 @@ func (b *Builder) Build(ctx context.Context) (BuildResult, error) {
 	if err != nil {
 		return BuildResult{}, err
 	}
-	ref := ImageRepository + ":" + ImageTag(pkgs)
+	shim, err := buildStatxShim(ctx)
+	if err != nil {
+		// ls -l and stat then fail under Debian's runsc, whose probe
+		// says so: sessions fall back to runc where auto chose.
+		log.Warn("sandbox image: no statx shim for gVisor (ls -l and stat will fail under Debian 12's runsc)", "err", err)
+	}
+	ref := ImageRepository + ":" + imageTag(pkgs, shim != nil)
 	res := BuildResult{Ref: ref, Packages: pkgs}
 	if ok, err := b.Engine.ImageExists(ctx, ref); err != nil {
 		return res, err
@@ -105,7 +111,7 @@ func (b *Builder) Build(ctx context.Context) (BuildResult, error) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := writeRootfs(ctx, pw, debs)
+		err := writeRootfs(ctx, pw, debs, shim)
 		pw.CloseWithError(err)
 		errc <- err
 	}()
@@ -133,7 +139,10 @@ func (b *Builder) Build(ctx context.Context) (BuildResult, error) {
 // ImageTag is the content hash naming an image built from pkgs by this
 // builder version: the first 12 hex digits of sha256 over the sorted
 // name=version list.
-func ImageTag(pkgs []Package) string {
+func ImageTag(pkgs []Package) string { return imageTag(pkgs, true) }
+
+// imageTag is ImageTag for an image with or without the statx shim.
+func imageTag(pkgs []Package, shim bool) string {
 	lines := make([]string, len(pkgs))
 	for i, p := range pkgs {
 		lines[i] = p.Name + "=" + p.Version
@@ -141,6 +150,9 @@ func ImageTag(pkgs []Package) string {
 	slices.Sort(lines)
 	h := sha256.New()
 	fmt.Fprintf(h, "builder %s\n", builderVersion)
+	if shim {
+		fmt.Fprintf(h, "statx shim %x\n", sha256.Sum256([]byte(statxShimC)))
+	}
 	for _, l := range lines {
 		fmt.Fprintln(h, l)
 	}
@@ -245,7 +257,7 @@ func globEscape(s string) string {
 // package's data (dpkg-deb --fsys-tarfile, in order; a directory already
 // written is skipped), then what maintainer scripts would have made: the
 // users, /bin/sh, /workspace and /tmp.
-func writeRootfs(ctx context.Context, w io.Writer, debs []string) error {
+func writeRootfs(ctx context.Context, w io.Writer, debs []string, shim []byte) error {
 	tw := tar.NewWriter(w)
 	seen := map[string]bool{}
 	for _, deb := range debs {
@@ -282,6 +294,19 @@ func writeRootfs(ctx context.Context, w io.Writer, debs []string) error {
 		func() error { return dir("tmp", 0o1777, 0) },
 		func() error { return dir("workspace", 0o755, u) },
 		func() error { return dir("usr/local/bin", 0o755, 0) },
+	}
+	if shim != nil {
+		steps = append(steps,
+			func() error { return dir("usr/lib/switchboard", 0o755, 0) },
+			func() error {
+				seen[statxShimPath] = true
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: statxShimPath, Mode: 0o755, Size: int64(len(shim)), ModTime: mtime}); err != nil {
+					return err
+				}
+				_, err := tw.Write(shim)
+				return err
+			},
+			func() error { return file("etc/ld.so.preload", "/"+statxShimPath+"\n") })
 	}
 	if !seen["bin/sh"] && !seen["usr/bin/sh"] {
 		steps = append(steps, func() error {

@@ -40,6 +40,8 @@ type Engine interface {
 	InspectVolume(ctx context.Context, name string) (engine.Volume, error)
 	ListVolumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
 	Owner() string
+	ChooseRuntime(ctx context.Context, override string, needs engine.RuntimeNeeds) (engine.RuntimeChoice, error)
+	Runtimes() engine.RuntimeReport
 }
 
 // Labels on what the sandbox creates, beside the engine's own.
@@ -287,6 +289,38 @@ func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
 	return info, nil
 }
 
+// chooseRuntime is the engine's runtime choice for a session container
+// (the gateway's setting; auto prefers gVisor once it passed its probe).
+// Errors: ErrConfig for a chosen runtime the engine lacks or that failed
+// its probe, ErrUnavailable.
+func (s *Service) chooseRuntime(ctx context.Context) (engine.RuntimeChoice, error) {
+	rt, err := s.opts.Engine.ChooseRuntime(ctx, "", engine.RuntimeNeeds{Network: s.opts.Network != "" && s.opts.Network != "none"})
+	if err != nil {
+		if errors.Is(err, switchboard.ErrConfig) {
+			return rt, switchboard.Errorf(switchboard.ErrConfig, "sandbox: %s", switchboard.Message(err))
+		}
+		return rt, engineError(err)
+	}
+	if rt.Warning != "" {
+		s.log.Debug("sandbox: " + rt.Warning)
+	}
+	return rt, nil
+}
+
+// gvisorLimits adapts a session's limits to gVisor: its sandbox (the
+// Sentry and, on the ptrace platform, one host thread per guest thread)
+// counts against the host's process limit, so the host limit is raised
+// by the Sentry's own threads and the guest's limit is kept by the
+// supervisor's RLIMIT_NPROC (see supervisorCmd).
+func gvisorLimits(spec *engine.Spec, lim flavorLimits) {
+	spec.PidsLimit = lim.pids + gvisorPidsOverhead
+}
+
+// gvisorPidsOverhead is the host processes and threads of a gVisor
+// sandbox beside its guest's: the Sentry's Go runtime threads, the gofer,
+// the ptrace stubs' own.
+const gvisorPidsOverhead = 256
+
 // flavorLimits are the resources of a flavor, capped by the machine.
 type flavorLimits struct {
 	nanoCPUs, memory, pids int64
@@ -448,8 +482,13 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 		}
 		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
-	if slices.Contains(info.Runtimes, "runsc") {
-		spec.Runtime = "runsc"
+	rt, err := s.chooseRuntime(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	spec.Runtime = rt.Runtime
+	if rt.GVisor {
+		gvisorLimits(&spec, lim)
 	}
 	run, err := s.opts.Engine.Launch(ctx, spec, nil)
 	if err != nil {
@@ -467,7 +506,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	if sup == nil {
 		s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", x.image)
 	}
-	s.log.Debug("sandbox: container started", "sandbox_session", x.id, "runtime", orDefault(spec.Runtime, "runc"))
+	s.log.Debug("sandbox: container started", "sandbox_session", x.id, "runtime", rt.Name)
 	return run.ID, sup, nil
 }
 

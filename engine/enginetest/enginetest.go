@@ -26,16 +26,30 @@ import (
 // TestLabel marks images this package made; cleanup touches no others.
 const TestLabel = "io.switchboard.test"
 
+// RuntimeEnv names the container runtime tests run their containers
+// under ("runc", "runsc"); unset is the engine's setting "auto". CI runs
+// the hosted, catalog and sandbox suites once under each runtime.
+const RuntimeEnv = "SWITCHBOARD_TEST_RUNTIME"
+
 // New returns an Engine with a fresh instance name. Every container and
-// volume carrying that instance label is removed when t ends.
-func New(t testing.TB) *engine.Engine {
+// volume carrying that instance label is removed when t ends. Its runtime
+// setting is RuntimeEnv's value, else auto.
+func New(t testing.TB) *engine.Engine { return NewWith(t, nil) }
+
+// NewWith is New with options changed by mod (a runtime preference, a
+// probe image) before the engine is made.
+func NewWith(t testing.TB, mod func(*engine.Options)) *engine.Engine {
 	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	// An owner id like no live gateway's: a gateway's Sweep would take
 	// these containers for leftovers, which no test shares an instance
 	// with anyway.
-	e, err := engine.New(engine.Options{Instance: "test-" + hex.EncodeToString(b[:]), Owner: "test-" + hex.EncodeToString(b[:])})
+	opts := engine.Options{Instance: "test-" + hex.EncodeToString(b[:]), Owner: "test-" + hex.EncodeToString(b[:]), Runtime: os.Getenv(RuntimeEnv)}
+	if mod != nil {
+		mod(&opts)
+	}
+	e, err := engine.New(opts)
 	if err != nil {
 		testenv.Need(t, "docker", false, err.Error())
 		return nil
@@ -161,7 +175,7 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 func Disks(t testing.TB, base *engine.Engine) (*engine.Engine, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "disks")
-	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: dir})
+	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: dir, Runtime: os.Getenv(RuntimeEnv)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +197,27 @@ func Disks(t testing.TB, base *engine.Engine) (*engine.Engine, string) {
 		_ = e.Close()
 	})
 	return e, dir
+}
+
+// TestRuntime is the runtime RuntimeEnv names, or "".
+func TestRuntime() string { return os.Getenv(RuntimeEnv) }
+
+// Broken is the name of a runtime registered with the engine whose binary
+// always fails (.ci/run registers it beside runsc; README says how).
+const Broken = "switchboard-broken"
+
+// BrokenRuntime returns Broken when the engine lists it; otherwise the
+// test is skipped, or fails where SWITCHBOARD_TEST_REQUIRE names
+// "runtimes" (CI, once it registered the engine's runtimes).
+func BrokenRuntime(t testing.TB, e *engine.Engine) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Need(t, "runtimes", info.HasRuntime(Broken), "the engine lists no runtime "+Broken+
+		" (register one whose binary always fails in /etc/docker/daemon.json, \"runtimes\", then kill -HUP dockerd; .ci/run does)")
+	return Broken
 }
