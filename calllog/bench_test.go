@@ -82,18 +82,29 @@ func BenchmarkParts(b *testing.B) {
 	})
 	line, _ := encodeLine(rec)
 	b.Run("spool", func(b *testing.B) {
-		sp, err := openSpool(b.TempDir(), 1<<40)
+		sp, err := openSpool(b.TempDir(), 16<<20)
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer sp.close()
+		// Settled every 1024 records, as the Writer does after a batch.
+		batch := make([]queued, 0, 1024)
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := sp.append(line); err != nil {
+			seg, err := sp.append(line)
+			if err != nil {
 				b.Fatal(err)
 			}
+			if batch = append(batch, queued{seg: seg}); len(batch) == cap(batch) {
+				if err := sp.settle(batch); err != nil {
+					b.Fatal(err)
+				}
+				batch = batch[:0]
+			}
 		}
-		sp.cur.pending = 0
-		sp.close()
+		if err := sp.settle(batch); err != nil {
+			b.Fatal(err)
+		}
 	})
 	b.Run("insert", func(b *testing.B) {
 		dir := b.TempDir()

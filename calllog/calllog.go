@@ -5,7 +5,7 @@
 // kill -9 and is replayed on the next start (see Recover). When the store
 // is down or the queue is full, records are dropped and counted with a
 // warning; a call never waits for, or fails because of, its log record
-// beyond the one write to the spool.
+// beyond the copy into the spool.
 package calllog
 
 import (
@@ -45,8 +45,9 @@ type Options struct {
 	// (created if missing). If it cannot, the Writer warns and runs
 	// without one.
 	SpoolDir string
-	// SpoolMaxBytes is the size past which the spool moves to a new file
-	// while the old one still holds records not yet stored; default 16 MiB.
+	// SpoolMaxBytes is the size of a spool file (mapped, sparse: disk
+	// blocks are taken only as records reach them); when records not yet
+	// stored fill it, the spool moves to a new file. Default 16 MiB.
 	SpoolMaxBytes int64
 	Logger        *slog.Logger
 }
@@ -114,11 +115,11 @@ func New(store Inserter, opts Options) *Writer {
 	return w
 }
 
-// ObserveCall redacts rec, gives it a RecordID unless it has one, appends
-// it to the spool and queues it, without waiting for anything but that
-// write; a full queue drops it (counted). It is the server.Observer
-// method, called before the response is written: once it returns, the
-// record survives the death of the process.
+// ObserveCall redacts rec, gives it a RecordID unless it has one, copies
+// it into the spool and queues it, with no system call and no waiting
+// but for two short locks; a full queue drops it (counted). It is the
+// server.Observer method, called before the response is written: once it
+// returns, the record survives the death of the process.
 func (w *Writer) ObserveCall(rec switchboard.ToolCallRecord) {
 	rec, err := prepare(rec)
 	if err != nil {

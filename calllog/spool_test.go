@@ -32,7 +32,8 @@ func openStore(t *testing.T, dir string) *sqlite.Store {
 	return st
 }
 
-// spoolFiles lists the spool files in dir with their sizes.
+// spoolFiles lists the spool files in dir with the bytes of records each
+// holds (a spool file is mapped at a fixed size; the rest is zeros).
 func spoolFiles(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, spoolPattern))
@@ -41,11 +42,11 @@ func spoolFiles(t *testing.T, dir string) map[string]int64 {
 	}
 	out := map[string]int64{}
 	for _, p := range paths {
-		fi, err := os.Stat(p)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[filepath.Base(p)] = fi.Size()
+		out[filepath.Base(p)] = int64(len(bytes.TrimRight(b, "\x00")))
 	}
 	return out
 }
@@ -326,15 +327,11 @@ func TestSpoolWriteFails(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
 	w := New(st, Options{FlushEvery: time.Hour, SpoolDir: filepath.Join(dir, "calllog")})
-	// Swap the spool's file for a read-only handle on it: writes fail.
-	seg := w.spool.cur
-	ro, err := os.Open(seg.path)
-	if err != nil {
+	// Make the spool's mapping read-only: the copies fault, as they do
+	// when the kernel cannot back a page of the file (disk full).
+	if err := syscall.Mprotect(w.spool.cur.mem, syscall.PROT_READ); err != nil {
 		t.Fatal(err)
 	}
-	own := seg.f
-	defer own.Close()
-	seg.f = ro
 	for i := range 3 {
 		w.ObserveCall(record(i, `{}`))
 	}
@@ -429,4 +426,38 @@ func FuzzSpoolLine(f *testing.F) {
 			t.Errorf("decoded line (-json.Marshal +encodeLine):\n%s\n%s\n%s", diff, want, got)
 		}
 	})
+}
+
+// A mapped spool file ends in zero bytes, and one being emptied when its
+// process died starts with some, in the middle of a stored record: the
+// zeros are no record, the cut record is skipped and counted, the rest
+// is replayed.
+func TestRecoverZeroBytes(t *testing.T) {
+	dir := t.TempDir()
+	spoolDir := filepath.Join(dir, "calllog")
+	p := writeSpool(t, spoolDir, 0, 4, strings.Repeat("\x00", 4096))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b[:bytes.IndexByte(b, '\n')]) // record 0 zeroed but for its newline
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Recover(t.Context(), &failing{}, spoolDir); err == nil || got.Skipped != 0 {
+		t.Fatalf("Recover with the store down = %+v, %v; want an error, nothing skipped", got, err)
+	}
+	clear(b[:bytes.IndexByte(b, '\n')+20]) // record 0 zeroed, record 1 cut
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, dir)
+	got, err := Recover(t.Context(), st, spoolDir)
+	if want := (Replayed{Files: 1, Records: 2, Skipped: 1}); err != nil || got != want {
+		t.Fatalf("Recover = %+v, %v; want %+v", got, err, want)
+	}
+	want := map[time.Duration]int{2 * time.Millisecond: 1, 3 * time.Millisecond: 1}
+	if diff := cmp.Diff(want, stored(t, st)); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
 }
