@@ -52,6 +52,8 @@ type CallRequest struct {
 	// notification for this call, carrying the client's own progressToken
 	// (from Meta); the edge sends them to the client.
 	OnProgress func(params json.RawMessage)
+	// Client, when set, is the calling client (see FeatureRequest.Client).
+	Client ClientPeer
 }
 
 // ServerSpec is one configured upstream MCP server, after `${VAR}`
@@ -131,6 +133,8 @@ type ServerStatus struct {
 	// 2025 revision initialize settled on; empty before the first
 	// connection and for built-in servers.
 	Protocol string `json:"protocol,omitempty"`
+	// Features counts its prompts and resources (nil when it has none).
+	Features *FeatureStatus `json:"features,omitempty"`
 }
 
 // MarshalJSON writes the status in the admin API's snake_case, plus

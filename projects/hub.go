@@ -171,6 +171,8 @@ func (h *Hub) newRuntime(id string) *runtime {
 	}
 	rt.edge = server.New(rt, eo)
 	rt.mgr.OnToolsChanged(rt.edge.ToolsChanged)
+	rt.mgr.OnEvents(upstreams.Events{PromptsChanged: rt.edge.PromptsChanged, ResourcesChanged: rt.edge.ResourcesChanged,
+		ResourceUpdated: rt.edge.ResourceUpdated, Log: rt.edge.LogMessage})
 	return rt
 }
 
@@ -483,6 +485,34 @@ func (rt *runtime) Call(ctx context.Context, req switchboard.CallRequest) (json.
 		}
 	}
 	return res, err
+}
+
+// Feature serves prompts, resources and completion (server.Features),
+// with gateway-made messages redacted as for Call.
+func (rt *runtime) Feature(ctx context.Context, req switchboard.FeatureRequest) (json.RawMessage, error) {
+	res, err := rt.mgr.Feature(ctx, req)
+	return res, rt.redactErr(err)
+}
+
+// SetLogLevel is the manager's (server.Features).
+func (rt *runtime) SetLogLevel(ctx context.Context, level string) { rt.mgr.SetLogLevel(ctx, level) }
+
+// redactErr removes secret values from an error the gateway made; an
+// upstream's own JSON-RPC error passes as is.
+func (rt *runtime) redactErr(err error) error {
+	var rpcErr *switchboard.RPCError
+	if err == nil || errors.As(err, &rpcErr) {
+		return err
+	}
+	if msg := switchboard.Message(err); rt.redact.Redact(msg) != msg {
+		var e *switchboard.Error
+		kind := switchboard.ErrInternal
+		if errors.As(err, &e) {
+			kind = e.Kind
+		}
+		return switchboard.Errorf(kind, "%s", rt.redact.Redact(msg))
+	}
+	return err
 }
 
 // Manager returns project id's upstream manager, loading the project from

@@ -248,7 +248,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		start := time.Now()
 		req := switchboard.CallRequest{Project: s.opts.Project, Session: session,
-			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress}
+			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx)}
 		var res json.RawMessage
 		var err error
 		if s.ownsTool(ctx, session, req.Tool) {
@@ -282,7 +282,22 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		return res, nil
 	}
-	return nil, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound, Message: "method not found: " + m.Method}
+	return s.feature(ctx, session, m, peerOf(ctx))
+}
+
+type peerKey struct{}
+
+// withPeer makes p the client of the requests served under ctx.
+func withPeer(ctx context.Context, p switchboard.ClientPeer) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func peerOf(ctx context.Context) switchboard.ClientPeer {
+	p, _ := ctx.Value(peerKey{}).(switchboard.ClientPeer)
+	return p
 }
 
 // observe reports a call to the Observer. The server label comes from

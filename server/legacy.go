@@ -199,6 +199,11 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if m.Method == "" && s.out.resolve(ls.id, m) {
+		// A client's answer to a request the edge sent it for an upstream.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	select {
 	case ls.slots <- struct{}{}:
 	default:
@@ -227,7 +232,15 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		defer s.calls.Done()
 		defer func() { <-ls.slots }()
 		switch {
-		case m.Method == "tools/list" || m.Method == "tools/call":
+		case !m.isNotification() && m.Method != "" && s.servesMethod(m.Method):
+			ctx := withPeer(ctx, s.newPeer(ls.id, func(msg []byte) bool {
+				select {
+				case ls.out <- msg:
+					return true
+				case <-ls.ctx.Done():
+					return false
+				}
+			}))
 			resp := s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
 				// Progress is advisory: dropped when the stream is backed up.
 				select {
@@ -249,6 +262,9 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 			resp := s.mcp.HandleMessage(ls.ctx, body)
 			if resp == nil {
 				return
+			}
+			if m.Method == "initialize" {
+				s.sessionStarted(ls.id, m.Params)
 			}
 			b, err := json.Marshal(resp)
 			if err != nil {

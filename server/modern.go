@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -161,18 +162,19 @@ func (s *Server) statelessPost(w http.ResponseWriter, r *http.Request, m *rpcMes
 			res = s.statelessTools(res)
 		}
 		s.finishStateless(w, &postWriter{w: w}, m.ID, res, rpc)
-	case "tools/call":
-		out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
-		res, rpc := s.dispatchResult(ctx, "", m, out.progress)
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		s.statelessCall(w, r, m, ctx)
+	case "prompts/list", "resources/list", "resources/templates/list":
+		res, rpc := s.dispatchResult(ctx, "", m, nil)
 		if rpc == nil {
-			res = withResultType(res)
+			res = withListMembers(res)
 		}
-		s.finishStateless(w, out, m.ID, res, rpc)
+		s.finishStateless(w, &postWriter{w: w}, m.ID, res, rpc)
 	case "subscriptions/listen":
 		s.listen(w, r, m)
 	default:
 		writeStatelessError(w, m.ID, &switchboard.RPCError{Code: switchboard.CodeMethodNotFound,
-			Message: "method " + switchboard.Clip(m.Method) + " is not served; this gateway serves server/discover, tools/list, tools/call and subscriptions/listen"})
+			Message: "method " + switchboard.Clip(m.Method) + " is not served; this gateway serves server/discover, tools/list, tools/call, prompts/list, prompts/get, resources/list, resources/templates/list, resources/read, completion/complete and subscriptions/listen"})
 	}
 }
 
@@ -197,9 +199,15 @@ func (s *Server) finishStateless(w http.ResponseWriter, out *postWriter, id json
 // discoverResult answers server/discover: every revision the endpoint
 // speaks, its capabilities and identity.
 func (s *Server) discoverResult() json.RawMessage {
+	caps := map[string]any{"tools": map[string]any{"listChanged": true}}
+	if _, ok := s.gw.(Features); ok {
+		caps["prompts"] = map[string]any{"listChanged": true}
+		caps["resources"] = map[string]any{"listChanged": true}
+		caps["completions"] = map[string]any{}
+	}
 	b, _ := json.Marshal(map[string]any{
 		"supportedVersions": allVersions,
-		"capabilities":      map[string]any{"tools": map[string]any{"listChanged": true}},
+		"capabilities":      caps,
 		"resultType":        "complete",
 		"ttlMs":             0,
 		"cacheScope":        "private",
@@ -226,6 +234,18 @@ func (s *Server) statelessTools(list json.RawMessage) json.RawMessage {
 type renderedStateless struct {
 	catalog []byte // the rendered list this was derived from
 	result  []byte
+}
+
+// withListMembers adds the members 2026-07-28 requires on a list result
+// (as statelessTools does for tools/list).
+func withListMembers(list json.RawMessage) json.RawMessage {
+	t := bytes.TrimRight(list, " \t\r\n")
+	if len(t) < 2 || t[len(t)-1] != '}' {
+		return list
+	}
+	out := make([]byte, 0, len(t)+64)
+	out = append(out, t[:len(t)-1]...)
+	return append(out, `,"resultType":"complete","ttlMs":0,"cacheScope":"private"}`...)
 }
 
 // withResultType adds "resultType":"complete" to a tools/call result,
@@ -258,24 +278,40 @@ func hasTopLevelKey(obj []byte, key string) bool {
 	return ok
 }
 
+// What a listen stream carries: list changes of tools, prompts and
+// resources.
+const (
+	listenTools uint32 = 1 << iota
+	listenPrompts
+	listenResources
+)
+
 // listeners are the open subscriptions/listen streams of one edge.
 type listeners struct {
 	mu  sync.Mutex
-	chs map[chan struct{}]struct{}
+	chs map[*listener]struct{}
 }
 
-func (l *listeners) add() chan struct{} {
-	ch := make(chan struct{}, 1)
+// listener is one stream: pending holds the kinds of change not sent
+// yet, ch wakes the stream.
+type listener struct {
+	want    uint32
+	pending atomic.Uint32
+	ch      chan struct{}
+}
+
+func (l *listeners) add(want uint32) *listener {
+	ch := &listener{want: want, ch: make(chan struct{}, 1)}
 	l.mu.Lock()
 	if l.chs == nil {
-		l.chs = map[chan struct{}]struct{}{}
+		l.chs = map[*listener]struct{}{}
 	}
 	l.chs[ch] = struct{}{}
 	l.mu.Unlock()
 	return ch
 }
 
-func (l *listeners) remove(ch chan struct{}) {
+func (l *listeners) remove(ch *listener) {
 	l.mu.Lock()
 	delete(l.chs, ch)
 	l.mu.Unlock()
@@ -289,12 +325,16 @@ func (l *listeners) count() int {
 
 // notify wakes every stream; changes that come faster than a stream
 // writes them coalesce into one notification (it is a hint to re-list).
-func (l *listeners) notify() {
+func (l *listeners) notify(kind uint32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.chs {
+		if ch.want&kind == 0 {
+			continue
+		}
+		ch.pending.Or(kind)
 		select {
-		case ch <- struct{}{}:
+		case ch.ch <- struct{}{}:
 		default:
 		}
 	}
@@ -309,7 +349,9 @@ func (l *listeners) notify() {
 func (s *Server) listen(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged bool `json:"toolsListChanged"`
+			ToolsListChanged     bool `json:"toolsListChanged"`
+			PromptsListChanged   bool `json:"promptsListChanged"`
+			ResourcesListChanged bool `json:"resourcesListChanged"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil || p.Notifications == nil {
@@ -326,13 +368,26 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
 			"too many open subscriptions/listen streams (MCP_SERVER_MAX_SESSIONS); close unused ones or try later")
 		return
 	}
-	ch := s.listens.add()
+	var want uint32
+	var agreedKeys []string
+	if p.Notifications.ToolsListChanged {
+		want |= listenTools
+		agreedKeys = append(agreedKeys, `"toolsListChanged":true`)
+	}
+	if _, ok := s.gw.(Features); ok {
+		if p.Notifications.PromptsListChanged {
+			want |= listenPrompts
+			agreedKeys = append(agreedKeys, `"promptsListChanged":true`)
+		}
+		if p.Notifications.ResourcesListChanged {
+			want |= listenResources
+			agreedKeys = append(agreedKeys, `"resourcesListChanged":true`)
+		}
+	}
+	ch := s.listens.add(want)
 	defer s.listens.remove(ch)
 	subMeta := `{"` + metaSubscriptionID + `":` + string(m.ID) + `}`
-	agreed := `{}`
-	if p.Notifications.ToolsListChanged {
-		agreed = `{"toolsListChanged":true}`
-	}
+	agreed := `{` + strings.Join(agreedKeys, ",") + `}`
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -346,13 +401,15 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
 	if !send(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":` + agreed + `,"_meta":` + subMeta + `}}`) {
 		return
 	}
-	if !p.Notifications.ToolsListChanged {
+	if want == 0 {
 		send(end)
 		return
 	}
 	hb := time.NewTicker(s.opts.Heartbeat)
 	defer hb.Stop()
-	changed := `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":` + subMeta + `}}`
+	changed := func(method string) string {
+		return `{"jsonrpc":"2.0","method":"` + method + `","params":{"_meta":` + subMeta + `}}`
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -360,9 +417,15 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
 		case <-s.ctx.Done():
 			send(end)
 			return
-		case <-ch:
-			if !send(changed) {
-				return
+		case <-ch.ch:
+			kinds := ch.pending.Swap(0)
+			for _, k := range []struct {
+				bit    uint32
+				method string
+			}{{listenTools, "notifications/tools/list_changed"}, {listenPrompts, "notifications/prompts/list_changed"}, {listenResources, "notifications/resources/list_changed"}} {
+				if kinds&k.bit != 0 && !send(changed(k.method)) {
+					return
+				}
 			}
 		case <-hb.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
@@ -395,5 +458,5 @@ func mcpGoServes(method string) bool { return method == "initialize" || method =
 
 func sessionMethodNotFound(method string) *switchboard.RPCError {
 	return &switchboard.RPCError{Code: switchboard.CodeMethodNotFound,
-		Message: "method " + switchboard.Clip(method) + " is not served; this gateway serves initialize, ping, tools/list and tools/call in a session"}
+		Message: "method " + switchboard.Clip(method) + " is not served; this gateway serves initialize, ping, tools/*, prompts/*, resources/*, completion/complete and logging/setLevel in a session"}
 }

@@ -156,6 +156,15 @@ type Server struct {
 	renderedStateless atomic.Pointer[renderedStateless]
 	listens           listeners // open subscriptions/listen streams
 
+	// MCP beyond tools (features.go): each session's client, the
+	// resource subscriptions (uri -> sessions) and the requests sent to
+	// clients on an upstream's behalf.
+	clients sync.Map // session -> *clientState
+	subMu   sync.Mutex
+	subs    map[string]map[string]bool
+	out     outbound
+	rounds  rounds // 2026-07-28 calls waiting for the client's input (mrtr.go)
+
 	ready    atomic.Bool
 	goMu     sync.Mutex // guards closing against calls.Add
 	closing  bool
@@ -193,11 +202,22 @@ func New(gw Gateway, opts Options) *Server {
 		opts.Project = "default"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{gw: gw, opts: opts, log: opts.Logger, started: time.Now(), ctx: ctx, cancel: cancel,
-		sessions: newSessions(opts.SessionIdleTTL, opts.OnSessionEnd), legacy: newLegacySessions(opts.OnSessionEnd)}
-	s.mcp = mcpserver.NewMCPServer("switchboard", opts.Version,
-		mcpserver.WithToolCapabilities(true),
-		mcpserver.WithRecovery())
+	s := &Server{gw: gw, opts: opts, log: opts.Logger, started: time.Now(), ctx: ctx, cancel: cancel, subs: map[string]map[string]bool{}}
+	onEnd := func(id string) {
+		s.sessionEnded(id)
+		if opts.OnSessionEnd != nil {
+			opts.OnSessionEnd(id)
+		}
+	}
+	s.sessions, s.legacy = newSessions(opts.SessionIdleTTL, onEnd), newLegacySessions(onEnd)
+	mopts := []mcpserver.ServerOption{mcpserver.WithToolCapabilities(true), mcpserver.WithRecovery()}
+	if _, ok := gw.(Features); ok {
+		// Answered by the edge (features.go); the options only make
+		// initialize declare them.
+		mopts = append(mopts, mcpserver.WithPromptCapabilities(true), mcpserver.WithResourceCapabilities(true, true),
+			mcpserver.WithLogging(), mcpserver.WithCompletions())
+	}
+	s.mcp = mcpserver.NewMCPServer("switchboard", opts.Version, mopts...)
 	s.streamable = mcpserver.NewStreamableHTTPServer(s.mcp,
 		mcpserver.WithSessionIdManager(s.sessions),
 		mcpserver.WithHeartbeatInterval(opts.Heartbeat),
@@ -439,8 +459,13 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	switch m.Method {
-	case "tools/list", "tools/call", "notifications/cancelled":
+	if m.Method == "" && s.out.resolve(sid, m) {
+		// A client's answer to a request the edge sent it for an upstream.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	switch {
+	case s.servesMethod(m.Method):
 	default:
 		if !m.isNotification() && m.Method != "" && !mcpGoServes(m.Method) {
 			writeRPCError(w, http.StatusOK, m.ID, switchboard.CodeMethodNotFound, sessionMethodNotFound(m.Method).Message)
@@ -456,7 +481,13 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
-	resp := s.dispatch(withTraceContext(r.Context(), r.Header), sid, m, out.progress)
+	ctx := withTraceContext(r.Context(), r.Header)
+	if out.sse {
+		// Requests an upstream makes of this client while serving this
+		// request go down this request's own stream.
+		ctx = withPeer(ctx, s.newPeer(sid, out.event))
+	}
+	resp := s.dispatch(ctx, sid, m, out.progress)
 	out.finish(resp)
 }
 
@@ -482,6 +513,8 @@ func (s *Server) stateless(w http.ResponseWriter, r *http.Request, m *rpcMessage
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	switch m.Method {
 	case "tools/list", "tools/call":
+		out.finish(s.dispatch(withTraceContext(r.Context(), r.Header), "", m, out.progress))
+	case "prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read", "completion/complete":
 		out.finish(s.dispatch(withTraceContext(r.Context(), r.Header), "", m, out.progress))
 	case "ping":
 		out.finish(response(m.ID, []byte(`{}`)))
@@ -538,8 +571,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 		s.sessions.discard(sid)
 		s.endSession(sid)
 		rec.Header().Del("Mcp-Session-Id")
-	} else if sid != "" && s.opts.Principal != nil {
-		s.sessions.setOwner(sid, s.opts.Principal(r))
+	} else if sid != "" {
+		if s.opts.Principal != nil {
+			s.sessions.setOwner(sid, s.opts.Principal(r))
+		}
+		s.sessionStarted(sid, m.Params)
 	}
 	maps.Copy(w.Header(), rec.Header())
 	w.WriteHeader(rec.Code)
@@ -566,13 +602,20 @@ type postWriter struct {
 }
 
 func (p *postWriter) progress(params json.RawMessage) {
+	p.event(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}'))
+}
+
+// event sends msg on the request's stream, turning the answer into an
+// SSE stream first; it reports false when it cannot (the client does not
+// accept SSE, or the answer went).
+func (p *postWriter) event(msg []byte) bool {
 	if !p.sse {
-		return
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished {
-		return
+		return false
 	}
 	if !p.streamed {
 		p.streamed = true
@@ -581,10 +624,9 @@ func (p *postWriter) progress(params json.RawMessage) {
 		h.Set("Cache-Control", "no-cache")
 		p.w.WriteHeader(http.StatusOK)
 	}
-	msg := append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}')
 	// A client that stops reading its own stream must not hold the call.
 	_ = http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(progressWriteTimeout))
-	writeEvent(p.w, msg)
+	return writeEvent(p.w, msg)
 }
 
 // finish sends the response. A nil resp is a call the client cancelled,
@@ -632,7 +674,7 @@ func writeEvent(w http.ResponseWriter, data []byte) bool {
 func (s *Server) ToolsChanged() {
 	s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
 	s.legacy.broadcast([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-	s.listens.notify()
+	s.listens.notify(listenTools)
 }
 
 // SessionToolsChanged tells one client session that its own tool list

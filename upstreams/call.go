@@ -28,7 +28,7 @@ type progressSink struct {
 // callTool forwards tools/call. args and meta are the client's raw JSON;
 // a progress token in meta is replaced by one unique to this connection
 // so progress from a shared upstream reaches the right client.
-func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage), client switchboard.ClientPeer) (json.RawMessage, error) {
 	timeout := u.callTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -124,6 +124,8 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			send = false
 		}
 	}
+	ctx, untrack := u.track(ctx, client)
+	defer untrack()
 	res, err := c.call(ctx, "tools/call", callParams(head, mm, send, c))
 	if errors.Is(err, errSessionLost) {
 		// A streamable server that restarted forgot our session and never

@@ -91,7 +91,18 @@ type framer struct {
 	// cancellation notice before returning, so the notice reaches the
 	// server ahead of the next caller's request.
 	serial bool
+
+	// requests, once set, answers the server's requests other than
+	// ping: it is handed a reply func that writes the response.
+	requests atomic.Pointer[requestHandler]
 }
+
+// requestHandler passes a server's request on and replies later (reply
+// takes the whole response message).
+type requestHandler func(ctx context.Context, id json.RawMessage, method string, params json.RawMessage, reply func([]byte))
+
+// setRequestHandler sets how the server's requests are answered.
+func (f *framer) setRequestHandler(h requestHandler) { f.requests.Store(&h) }
 
 func newFramer(w io.Writer, serial bool, lim lineLimits, onNote func(string, json.RawMessage), log *slog.Logger) *framer {
 	if lim.max <= 0 {
@@ -217,9 +228,18 @@ func (f *framer) dispatch(line []byte) {
 		return
 	}
 	switch {
+	case m.Method != "" && len(m.ID) > 0 && m.Method != "ping" && f.requests.Load() != nil:
+		// A request for the client (sampling, elicitation, roots): the
+		// handler answers it later, off the reader goroutine.
+		id := append(json.RawMessage{}, m.ID...)
+		(*f.requests.Load())(context.Background(), id, m.Method, m.Params, func(b []byte) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = f.writeRaw(ctx, b)
+		})
 	case m.Method != "" && len(m.ID) > 0:
-		// A request from the server. We offer no client capabilities, so
-		// only ping gets an answer beyond "method not found".
+		// A request from the server before the connection is in use: only
+		// ping gets an answer beyond "method not found".
 		resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 		if m.Method == "ping" {
 			resp["result"] = struct{}{}

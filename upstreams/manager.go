@@ -23,6 +23,9 @@ type Options struct {
 	BreakerFailures uint32        // consecutive connect failures that open the breaker; default 3
 	BreakerCooldown time.Duration // default 60s
 	ListDebounce    time.Duration // upstream list_changed debounce; default 200ms
+	// PageSize is how many prompts, resources or templates one page of
+	// their lists holds towards clients; default DefaultPageSize.
+	PageSize int
 	// MaxMessageBytes bounds one message from a server on every transport
 	// (a stdio or hosted line, an HTTP body, an SSE event); default
 	// DefaultMaxMessageBytes. A larger one resets that connection and the
@@ -102,6 +105,11 @@ type Manager struct {
 	byName   map[string]*upstream
 	builtins map[string]*upstream // in-process servers, ranked after order
 	onChange func()
+	// events, features and logLevel serve MCP beyond tools (features.go).
+	events   Events
+	features atomic.Pointer[featureCatalog]
+	logLevel string
+	applied  bool // Apply ran before: what it adds is news to clients
 	version  uint64
 	catalog  atomic.Pointer[switchboard.Catalog]
 	// collisions is the set of shadowed tools last logged ("tool\x00server"
@@ -214,11 +222,38 @@ func (m *Manager) Apply(ctx context.Context, specs []switchboard.ServerSpec) {
 			idle = append(idle, done)
 		}
 	}
+	fn, ev, reload := m.onChange, m.events, m.applied
+	m.applied = true
 	m.mu.Unlock()
-	m.rebuild()
+	notified := m.rebuild()
+	m.rebuildFeatures()
+	if reload && added(old, nextBy) {
+		// A new server connects lazily, so nothing it offers is known
+		// yet and no list changed; a client must still hear that what it
+		// can call changed. Listing connects it.
+		if fn != nil && !notified {
+			fn()
+		}
+		if ev.PromptsChanged != nil {
+			ev.PromptsChanged()
+		}
+		if ev.ResourcesChanged != nil {
+			ev.ResourcesChanged()
+		}
+	}
 	for _, done := range idle {
 		<-done // bounded by the stop timeout: there is no call to wait for
 	}
+}
+
+// added reports whether next holds a server old did not.
+func added(old, next map[string]*upstream) bool {
+	for name, u := range next {
+		if _, ok := old[name]; !ok && u.spec.Err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (u *upstream) wasUsed() bool {
@@ -228,8 +263,8 @@ func (u *upstream) wasUsed() bool {
 }
 
 // rebuild recomputes the catalog from every upstream's last known tools
-// and notifies when it differs.
-func (m *Manager) rebuild() {
+// and notifies when it differs, reporting whether it did.
+func (m *Manager) rebuild() bool {
 	m.mu.Lock()
 	seen := map[string]string{}
 	collisions := map[string]string{}
@@ -270,7 +305,7 @@ func (m *Manager) rebuild() {
 	prev := m.catalog.Load()
 	if sameTools(prev.Tools, tools) {
 		m.mu.Unlock()
-		return
+		return false
 	}
 	m.version++
 	m.catalog.Store(switchboard.NewCatalog(m.version, tools))
@@ -279,6 +314,7 @@ func (m *Manager) rebuild() {
 	if fn != nil {
 		fn()
 	}
+	return true
 }
 
 // catalogEntry is how server's listed tool t appears to clients: named
@@ -444,7 +480,7 @@ func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.R
 	if u.builtin != nil {
 		res, err = u.callBuiltin(ctx, t.UpstreamName, req)
 	} else {
-		res, err = u.callTool(ctx, t.UpstreamName, req.Arguments, req.Meta, req.OnProgress)
+		res, err = u.callTool(ctx, t.UpstreamName, req.Arguments, req.Meta, req.OnProgress, req.Client)
 	}
 	endHop(span, err)
 	return res, err

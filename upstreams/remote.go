@@ -47,6 +47,9 @@ type remoteConn struct {
 	// newProbe makes the transport server/discover goes out on (nil:
 	// no probe, as on legacy SSE).
 	newProbe func() (transport.Interface, error)
+	// requests, once set, answers the server's requests other than ping
+	// (ctx is the call's on the call's own response stream).
+	requests atomic.Pointer[func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)]
 }
 
 func (c *remoteConn) brokenReason() string {
@@ -159,9 +162,25 @@ func (c *remoteConn) wire(tr transport.Interface, onNote func(string, json.RawMe
 		onNote(n.Method, params)
 	})
 	if bt, ok := tr.(transport.BidirectionalInterface); ok {
-		bt.SetRequestHandler(func(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		bt.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 			if req.Method == "ping" {
 				return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+			}
+			if h := c.requests.Load(); h != nil {
+				params, _ := json.Marshal(req.Params)
+				res, err := (*h)(ctx, req.Method, params)
+				var rpc *switchboard.RPCError
+				if errors.As(err, &rpc) {
+					var data any
+					if len(rpc.Data) > 0 {
+						data = rpc.Data
+					}
+					return transport.NewJSONRPCErrorResponse(req.ID, rpc.Code, rpc.Message, data), nil
+				}
+				if err != nil {
+					return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeInternalError, switchboard.Message(err), nil), nil
+				}
+				return transport.NewJSONRPCResultResponse(req.ID, res), nil
 			}
 			return transport.NewJSONRPCErrorResponse(req.ID, switchboard.CodeMethodNotFound, "switchboard does not offer "+req.Method, nil), nil
 		})

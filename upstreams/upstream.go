@@ -62,6 +62,14 @@ type upstream struct {
 	closed       bool
 	shadowed     []string
 	debounce     *time.Timer
+	// feats are its prompts, resources and templates (features.go), with
+	// what of them earlier servers shadow; featDebounce re-lists them.
+	feats             features
+	shadowedPrompts   []string
+	shadowedResources []string
+	featDebounce      *time.Timer
+	// callers are the client requests in flight (peer.go).
+	callers map[*caller]struct{}
 	// OnState reports not delivered yet, in order, and whether a
 	// goroutine is delivering them.
 	stateQueue      []switchboard.ServerState
@@ -278,7 +286,16 @@ func (u *upstream) connect() (conn, error) {
 		}
 		c = rc
 	}
-	tools, err := u.handshake(ctx, c)
+	switch c := c.(type) {
+	case *stdioConn:
+		c.setRequestHandler(u.answerServerRequest)
+	case *streamConn:
+		c.setRequestHandler(u.answerServerRequest)
+	case *remoteConn:
+		h := u.serverRequest
+		c.requests.Store(&h)
+	}
+	tools, caps, err := u.handshake(ctx, c)
 	if err != nil {
 		_ = c.close()
 		if sc, ok := c.(*stdioConn); ok && sc.exitStatus() != "" {
@@ -300,7 +317,17 @@ func (u *upstream) connect() (conn, error) {
 	u.protocol = revisionOf(c)
 	u.mu.Unlock()
 	u.log.Debug("upstream connected", "protocol", revisionOf(c))
+	feats := u.listFeatures(ctx, c, parseCaps(caps))
+	u.m.mu.Lock()
+	level := u.m.logLevel
+	u.m.mu.Unlock()
+	if level != "" && feats.caps.logging {
+		if _, err := c.call(ctx, "logging/setLevel", map[string]string{"level": level}); err != nil {
+			u.log.Warn("logging/setLevel failed", "err", err)
+		}
+	}
 	u.setTools(tools)
+	u.setFeatures(feats)
 	return c, nil
 }
 
@@ -330,26 +357,28 @@ func (u *upstream) openStream(ctx context.Context) (*streamConn, error) {
 // handshake settles the connection's revision (see revision.go: discover
 // first on streamable HTTP, initialize first elsewhere) and lists the
 // tools.
-func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
+func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, json.RawMessage, error) {
 	if rc, ok := c.(*remoteConn); ok && u.spec.Transport == switchboard.TransportStreamableHTTP {
 		modern, caps, err := rc.discover(ctx, u.m.opts.Version)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if modern {
 			if listChanged(caps) {
 				// Before tools/list, so no change after the list is missed.
 				if err := rc.listen(ctx, u.listChanged, u.log); err != nil {
 					if ctx.Err() != nil {
-						return nil, err
+						return nil, nil, err
 					}
 					u.log.Warn("upstream refused subscriptions/listen; its tool list is re-read on reconnect only", "err", err)
 				}
 			}
-			return listTools(ctx, c)
+			tools, err := listTools(ctx, c)
+			return tools, caps, err
 		}
 	}
-	if err := u.initialize(ctx, c); err != nil {
+	caps, err := u.initialize(ctx, c)
+	if err != nil {
 		// A stdio or hosted server that refuses initialize with a
 		// JSON-RPC error may have dropped the 2025 handshake: it is asked
 		// server/discover next (it answered, so it is reading).
@@ -358,27 +387,29 @@ func (u *upstream) handshake(ctx context.Context, c conn) ([]rawTool, error) {
 			discover(context.Context, string) bool
 		})
 		if !ok || !errors.As(err, &rpc) || !f.discover(ctx, u.m.opts.Version) {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return listTools(ctx, c)
+	tools, err := listTools(ctx, c)
+	return tools, caps, err
 }
 
 // initialize runs the 2025 handshake.
-func (u *upstream) initialize(ctx context.Context, c conn) error {
+func (u *upstream) initialize(ctx context.Context, c conn) (json.RawMessage, error) {
 	res, err := c.call(ctx, "initialize", map[string]any{
 		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
+		"capabilities":    clientCapabilities,
 		"clientInfo":      map[string]any{"name": "switchboard", "version": u.m.opts.Version},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var ir struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	if err := json.Unmarshal(res, &ir); err != nil {
-		return fmt.Errorf("initialize result is not an object: %w", err)
+		return nil, fmt.Errorf("initialize result is not an object: %w", err)
 	}
 	if h, ok := c.(interface{ setLegacy(string) }); ok {
 		h.setLegacy(cmp.Or(ir.ProtocolVersion, ProtocolVersion))
@@ -386,7 +417,7 @@ func (u *upstream) initialize(ctx context.Context, c conn) error {
 	if rc, ok := c.(*remoteConn); ok && ir.ProtocolVersion != "" {
 		rc.setProtocolVersion(ir.ProtocolVersion)
 	}
-	return c.notify(ctx, "notifications/initialized", nil)
+	return ir.Capabilities, c.notify(ctx, "notifications/initialized", nil)
 }
 
 // lostLocked records that the current connection died. u.mu must be held.
@@ -533,8 +564,23 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 			default:
 			}
 		}
+	case "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		u.featureNote()
+	case "notifications/resources/updated":
+		u.m.mu.Lock()
+		fn := u.m.events.ResourceUpdated
+		u.m.mu.Unlock()
+		if fn != nil {
+			fn(u.spec.Name, params)
+		}
 	case "notifications/message":
 		u.log.Debug("upstream log", "params", string(params))
+		u.m.mu.Lock()
+		fn := u.m.events.Log
+		u.m.mu.Unlock()
+		if fn != nil {
+			fn(u.spec.Name, params)
+		}
 	}
 }
 
@@ -542,7 +588,8 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 func (u *upstream) status() switchboard.ServerStatus {
 	u.mu.Lock()
 	st := switchboard.ServerStatus{Name: u.spec.Name, Transport: u.spec.Transport, State: u.state,
-		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed, Protocol: u.protocol}
+		Tools: len(u.tools), LastError: u.lastErr, Shadowed: u.shadowed, Protocol: u.protocol,
+		Features: u.featureStatusLocked()}
 	if u.state == switchboard.StateFailed && u.breaker.State() == gobreaker.StateOpen {
 		st.State = switchboard.StateUnavailable
 	}
@@ -597,6 +644,9 @@ func (u *upstream) beginClose() <-chan struct{} {
 	u.closed = true
 	if u.debounce != nil {
 		u.debounce.Stop()
+	}
+	if u.featDebounce != nil {
+		u.featDebounce.Stop()
 	}
 	if u.active == 0 {
 		return nil

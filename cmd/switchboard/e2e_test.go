@@ -368,7 +368,7 @@ func TestErrorCodes(t *testing.T) {
 		{name: "oversized body", body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + big + `"}}}`, status: 413, code: -32600},
 		{name: "unknown method", body: `{"jsonrpc":"2.0","id":9,"method":"no/such"}`, status: 200, code: -32601},
 		{name: "no session: a plain JSON-RPC POST is answered statelessly", body: `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`, status: 200, code: 0, noSessID: true},
-		{name: "no session: a method that needs one", body: `{"jsonrpc":"2.0","id":11,"method":"resources/list"}`, status: 200, code: -32601, noSessID: true},
+		{name: "no session: a method that needs one", body: `{"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"x:y"}}`, status: 200, code: -32601, noSessID: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -300,7 +300,7 @@ func TestLegacySSENeverSpeaks2026(t *testing.T) {
 	if e := next(`"id":1`); strings.Contains(e[1], "2026-07-28") {
 		t.Errorf("initialize on /sse answered %s", e[1])
 	}
-	for i, method := range []string{"server/discover", "subscriptions/listen", "resources/list"} {
+	for i, method := range []string{"server/discover", "subscriptions/listen", "sampling/createMessage"} {
 		id := strconv.Itoa(10 + i)
 		postLegacy(t, g.url+ep[1], `{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{}}`)
 		e := next(`"id":` + id)
@@ -374,10 +374,11 @@ func TestStatelessWire(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, 400, -32602},
 		{"unknown later revision", map[string]string{"Mcp-Protocol-Version": "2027-01-01", "Mcp-Method": "tools/list"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, 400, -32022},
-		{"unserved method", std("resources/list", ""),
-			`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta + `}}`, 404, -32601},
+		{"unserved method", std("logging/setLevel", ""),
+			`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{` + meta + `}}`, 404, -32601},
+		// A served method: -32601 without the 404 clients take for "gone".
 		{"unknown tool", std("tools/call", "nope"),
-			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope",` + meta + `}}`, 404, -32601},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope",` + meta + `}}`, 200, -32601},
 		{"upstream error", std("tools/call", "rpc_error"),
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rpc_error","arguments":{},` + meta + `}}`, 400, -32602},
 	} {
@@ -518,7 +519,7 @@ func TestStatelessListenStream(t *testing.T) {
 		return ""
 	}
 	const sub = `"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"}`
-	if e := next(); e != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},`+sub+`}}` {
+	if e := next(); e != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+sub+`}}` {
 		t.Errorf("first event %s", e)
 	}
 	c := newRaw(t, g.url+"/mcp")

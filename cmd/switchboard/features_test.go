@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	mcpgoclient "github.com/mark3labs/mcp-go/client"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+//lint:file-ignore SA1019 the gateway passes sampling, roots and logging, which 2026-07-28 deprecates (SEP-2577) but which clients and servers still use.
+
+// featureFixtures builds the go-sdk "everything" example server (it is in
+// the go-sdk module the gateway already requires) and clashserver, once
+// per test binary.
+var featureFixtures = sync.OnceValues(func() ([2]string, error) {
+	dir, err := os.MkdirTemp("", "switchboard-fixtures-")
+	if err != nil {
+		return [2]string{}, err
+	}
+	bins := [2]string{filepath.Join(dir, "everything"), filepath.Join(dir, "clash")}
+	for i, pkg := range []string{"github.com/modelcontextprotocol/go-sdk/examples/server/everything",
+		"github.com/switchboard-mcp/switchboard/internal/mcptest/clashserver"} {
+		if out, err := exec.Command("go", "build", "-o", bins[i], pkg).CombinedOutput(); err != nil {
+			return bins, &buildError{pkg, string(out), err}
+		}
+	}
+	return bins, nil
+})
+
+type buildError struct {
+	pkg, out string
+	err      error
+}
+
+func (e *buildError) Error() string { return "go build " + e.pkg + ": " + e.err.Error() + "\n" + e.out }
+
+func fixtures(t *testing.T) (everything, clash string) {
+	t.Helper()
+	bins, err := featureFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins[0], bins[1]
+}
+
+// httpFixture runs bin with -http on a free port until the test ends and
+// returns its URL.
+func httpFixture(t *testing.T, bin string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cmd := exec.Command(bin, "-http", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Ready when it accepts a connection (the child listens right away).
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		if i > 500 {
+			t.Fatalf("%s did not listen: %v", bin, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "http://" + addr
+}
+
+// clientEvents collects what the server sends a go-sdk client by itself.
+type clientEvents struct {
+	logs          chan *mcp.LoggingMessageParams
+	updated       chan string
+	promptsChange chan struct{}
+	samples       chan string // the text of each sampling request
+}
+
+// featureClient is a go-sdk client that offers sampling, elicitation and
+// roots, answering each the same way, so a server reached directly and
+// through the gateway must give the same results.
+func featureClient(ev *clientEvents, name string) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			text := ""
+			if len(req.Params.Messages) > 0 {
+				if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+			}
+			if ev != nil {
+				select {
+				case ev.samples <- text:
+				default:
+				}
+			}
+			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: name + " sampled " + text}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"random": "from " + name}}, nil
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			if ev != nil {
+				ev.logs <- r.Params
+			}
+		},
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if ev != nil {
+				ev.updated <- r.Params.URI
+			}
+		},
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+			if ev != nil {
+				select {
+				case ev.promptsChange <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	c.AddRoots(&mcp.Root{Name: "work", URI: "file:///work"})
+	return c
+}
+
+func newEvents() *clientEvents {
+	return &clientEvents{logs: make(chan *mcp.LoggingMessageParams, 16), updated: make(chan string, 16),
+		promptsChange: make(chan struct{}, 4), samples: make(chan string, 16)}
+}
+
+func connectFeature(t *testing.T, tr mcp.Transport, version string, ev *clientEvents, name string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := featureClient(ev, name).Connect(ctx, tr, opts)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func asJSON(t *testing.T, v any, err error) string {
+	t.Helper()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// revisionMembers are the result members that say how a result travelled
+// rather than what it holds: the revision's resultType (a 2026-07-28
+// client's results have it, a 2025 session's do not) and the cache
+// hints of a list (the go-sdk server says "public", the gateway's own
+// lists say nothing to a 2025 client and "private" to a 2026 one: they
+// depend on the project and token). They are compared apart.
+var revisionMembers = []string{"resultType", "ttlMs", "cacheScope"}
+
+// content drops revisionMembers from a result's JSON.
+func content(t *testing.T, s string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return s
+	}
+	for _, k := range revisionMembers {
+		delete(m, k)
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// exchanges runs every list, get, read, completion and tool that asks the
+// client something, returning each result as JSON by name.
+func exchanges(t *testing.T, cs *mcp.ClientSession) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := map[string]string{}
+	lp, err := cs.ListPrompts(ctx, nil)
+	out["prompts/list"] = asJSON(t, lp, err)
+	gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "Ada"}})
+	out["prompts/get"] = asJSON(t, gp, err)
+	lr, err := cs.ListResources(ctx, nil)
+	out["resources/list"] = asJSON(t, lr, err)
+	lt, err := cs.ListResourceTemplates(ctx, nil)
+	out["resources/templates/list"] = asJSON(t, lt, err)
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "embedded:info"})
+	out["resources/read"] = asJSON(t, rr, err)
+	cp, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "A"}})
+	out["completion/complete prompt"] = asJSON(t, cp, err)
+	ct, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "http://example.com/~{resource_name}/"},
+		Argument: mcp.CompleteParamsArgument{Name: "resource_name", Value: "r"}})
+	out["completion/complete template"] = asJSON(t, ct, err)
+	for _, tool := range []string{"sample", "elicit (form)", "roots"} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+		out["tools/call "+tool] = asJSON(t, res, err)
+	}
+	return out
+}
+
+// TestEverythingThroughTheGateway: the go-sdk "everything" example behind
+// the gateway (over stdio and over streamable HTTP) gives a go-sdk client
+// (2025-11-25 session, and the SDK's default 2026-07-28) the same
+// prompts, resources, templates, completions and answers to sampling,
+// elicitation and roots as the same client talking to it directly.
+func TestEverythingThroughTheGateway(t *testing.T) {
+	everything, _ := fixtures(t)
+	direct := connectFeature(t, &mcp.CommandTransport{Command: exec.Command(everything)}, "2025-11-25", nil, "client")
+	want := exchanges(t, direct)
+	wantContent := map[string]string{}
+	for k, v := range want {
+		wantContent[k] = content(t, v)
+	}
+	for _, tc := range []struct {
+		name  string
+		entry map[string]any
+	}{
+		{"stdio", map[string]any{"command": everything}},
+		{"streamable-http", map[string]any{"url": httpFixture(t, everything)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startGateway(t, [][2]any{{"every", tc.entry}}, nil)
+			for _, version := range []string{"2025-11-25", ""} {
+				cs := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, version, nil, "client")
+				got := exchanges(t, cs)
+				want := maps.Clone(wantContent)
+				for k := range got {
+					got[k] = content(t, got[k])
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("client %q: through the gateway (-direct +gateway):\n%s", version, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestFeatureClashesAndRouting: a second server with a prompt named like
+// everything's and a resource with the same URI: the first server in
+// order wins both (the other's are reported shadowed), URIs are never
+// rewritten, and its other prompts, resources and templates route to it.
+func TestFeatureClashesAndRouting(t *testing.T) {
+	everything, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"every", map[string]any{"command": everything}}, {"clash", map[string]any{"command": clash}}}, nil)
+	ev := newEvents()
+	cs := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", ev, "client")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "Ada"}})
+	if err != nil || !strings.Contains(asJSON(t, gp, nil), "Say hi to Ada") {
+		t.Errorf("greet should be everything's: %s", asJSON(t, gp, err))
+	}
+	gp, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "farewell", Arguments: map[string]string{"name": "Ada"}})
+	if err != nil || !strings.Contains(asJSON(t, gp, nil), "bye Ada") {
+		t.Errorf("farewell: %s", asJSON(t, gp, err))
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "embedded:info"})
+	if err != nil || !strings.Contains(asJSON(t, rr, nil), "hello example server") {
+		t.Errorf("embedded:info should be everything's: %s", asJSON(t, rr, err))
+	}
+	for uri, text := range map[string]string{"clash:doc": "clash doc", "clash:item/42": "clash item"} {
+		rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || !strings.Contains(asJSON(t, rr, nil), text) {
+			t.Errorf("%s: %s", uri, asJSON(t, rr, err))
+		}
+	}
+	cp, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "farewell"},
+		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "A"}})
+	if err != nil || len(cp.Completion.Values) != 1 || cp.Completion.Values[0] != "clash-A" {
+		t.Errorf("completion of clash's prompt: %s", asJSON(t, cp, err))
+	}
+	lp, err := cs.ListPrompts(ctx, nil)
+	var names []string
+	if err == nil {
+		for _, p := range lp.Prompts {
+			names = append(names, p.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"greet", "greet (with Icons)", "farewell"}, names); diff != "" {
+		t.Errorf("prompts (-want +got):\n%s", diff)
+	}
+	lr, err := cs.ListResources(ctx, nil)
+	var uris []string
+	if err == nil {
+		for _, r := range lr.Resources {
+			uris = append(uris, r.URI)
+		}
+	}
+	// everything lists embedded:info once (its second AddResource of the
+	// URI replaced the first); clash's embedded:info is shadowed.
+	if diff := cmp.Diff([]string{"embedded:info", "clash:doc"}, uris); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	st := status(t, g.url)
+	if !strings.Contains(st, `"shadowedPrompts": [`) || !strings.Contains(st, `"shadowedResources": [`) {
+		t.Errorf("status does not report the shadowed prompt and resource:\n%s", st)
+	}
+
+	t.Run("list_changed for prompts", func(t *testing.T) {
+		for len(ev.promptsChange) > 0 { // those of the first connects
+			<-ev.promptsChange
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_prompt", Arguments: map[string]any{"name": "late"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ev.promptsChange:
+		case <-ctx.Done():
+			t.Fatal("no notifications/prompts/list_changed")
+		}
+		gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "late"})
+		if err != nil || !strings.Contains(asJSON(t, gp, nil), "late") {
+			t.Errorf("late prompt: %s", asJSON(t, gp, err))
+		}
+	})
+
+	t.Run("log messages reach the client that asked, tagged", func(t *testing.T) {
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "log", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-ev.logs:
+			if m.Logger != "every" || m.Level != "error" || m.Data != "something happened!" {
+				t.Errorf("log message %+v", m)
+			}
+		case <-ctx.Done():
+			t.Fatal("no notifications/message")
+		}
+	})
+}
+
+func status(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return b.String()
+}
+
+// TestUnknownToolStatelessClients: an unknown tool in a 2026-07-28
+// request is -32601 (this gateway's table) answered with HTTP 200, not
+// the 404 the revision gives an unserved method: the mcp-go client reads
+// 404 as "session terminated" and would never show the error. Checked
+// with the mcp-go client, the go-sdk client and a plain POST.
+func TestUnknownToolStatelessClients(t *testing.T) {
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("plain POST", func(t *testing.T) {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope",`+meta+`}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "nope")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		if resp.StatusCode != 200 || body.Error.Code != -32601 {
+			t.Errorf("status %d code %d, want 200 and -32601", resp.StatusCode, body.Error.Code)
+		}
+	})
+	t.Run("go-sdk", func(t *testing.T) {
+		cs := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "", nil, "client")
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nope", Arguments: map[string]any{}})
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) || je.Code != -32601 {
+			t.Errorf("err %v, want JSON-RPC -32601", err)
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "still here"}}); err != nil || text(t, res) != "still here" {
+			t.Errorf("echo after the unknown tool: %v", err)
+		}
+	})
+	t.Run("mcp-go", func(t *testing.T) {
+		c, err := mcpgoclient.NewStreamableHttpClient(g.url + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx, mcpgo.InitializeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.CallTool(ctx, mcpgo.CallToolRequest{Params: mcpgo.CallToolParams{Name: "nope", Arguments: map[string]any{}}})
+		if err == nil || strings.Contains(err.Error(), "session terminated") || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("mcp-go sees %v, want the gateway's unknown-tool error", err)
+		}
+		res, err := c.CallTool(ctx, mcpgo.CallToolRequest{Params: mcpgo.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "still here"}}})
+		if err != nil || len(res.Content) == 0 {
+			t.Errorf("echo after the unknown tool: %v", err)
+		}
+	})
+}
+
+// TestReloadAddingServerNotifies: a reload that adds a server tells every
+// session that tools, prompts and resources changed, although the new
+// server connects only when something lists.
+func TestReloadAddingServerNotifies(t *testing.T) {
+	everything, clash := fixtures(t)
+	servers := [][2]any{{"every", map[string]any{"command": everything}}}
+	g := startGateway(t, servers, nil)
+	tools := make(chan struct{}, 8)
+	prompts := make(chan struct{}, 8)
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { tools <- struct{}{} },
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for len(tools)+len(prompts) > 0 {
+		select {
+		case <-tools:
+		case <-prompts:
+		}
+	}
+	g.applyReload(t, append(servers, [2]any{"clash", map[string]any{"command": clash}}))
+	for name, ch := range map[string]chan struct{}{"tools": tools, "prompts": prompts} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no notifications/%s/list_changed after a reload that added a server", name)
+		}
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil || !strings.Contains(asJSON(t, lt, nil), `"touch"`) {
+		t.Errorf("the added server's tools are not listed: %v", err)
+	}
+}

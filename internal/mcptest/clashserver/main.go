@@ -1,0 +1,84 @@
+// Command clashserver is a test upstream written with the official go-sdk
+// server API, to sit beside the go-sdk "everything" example behind the
+// gateway: it offers a prompt named like everything's ("greet") and a
+// resource with everything's URI ("embedded:info"), so the clash rules
+// are tested, plus what everything lacks: resource subscriptions with
+// notifications/resources/updated (tool "touch"), a prompt added at run
+// time (tool "add_prompt", which sends prompts/list_changed), and a
+// sampling tool that names the client it was asked by.
+//
+// It serves stdio, or streamable HTTP with -http addr.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+//lint:file-ignore SA1019 sampling is what this fixture exercises (deprecated by SEP-2577, still in use).
+
+func main() {
+	httpAddr := flag.String("http", "", "serve streamable HTTP at this address instead of stdio")
+	flag.Parse()
+	s := mcp.NewServer(&mcp.Implementation{Name: "clash", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"clash-" + req.Params.Argument.Value}}}, nil
+		},
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "the clashing greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "clash greet"}}}}, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "farewell", Arguments: []*mcp.PromptArgument{{Name: "name"}}}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "bye " + req.Params.Arguments["name"]}}}}, nil
+	})
+	read := func(text string) mcp.ResourceHandler {
+		return func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}}, nil
+		}
+	}
+	s.AddResource(&mcp.Resource{Name: "info", URI: "embedded:info", MIMEType: "text/plain"}, read("clash info"))
+	s.AddResource(&mcp.Resource{Name: "doc", URI: "clash:doc", MIMEType: "text/plain"}, read("clash doc"))
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "item", URITemplate: "clash:item/{id}", MIMEType: "text/plain"}, read("clash item"))
+	type uriArg struct {
+		URI string `json:"uri"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "send notifications/resources/updated for uri"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, a uriArg) (*mcp.CallToolResult, any, error) {
+			if err := s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: a.URI}); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "touched"}}}, nil, nil
+		})
+	type nameArg struct {
+		Name string `json:"name"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "add_prompt", Description: "add a prompt (prompts/list_changed)"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a nameArg) (*mcp.CallToolResult, any, error) {
+			s.AddPrompt(&mcp.Prompt{Name: a.Name}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Name}}}}, nil
+			})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "sampling/createMessage with the given text; returns the answer"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a nameArg) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Name}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
+		})
+	if *httpAddr != "" {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		log.Fatal(http.ListenAndServe(*httpAddr, h))
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		log.Print(err)
+	}
+}
