@@ -41,9 +41,9 @@ type ClientPeer interface {
 type FeatureStatus struct {
 	Prompts           int      `json:"prompts"`
 	Resources         int      `json:"resources"`
-	ResourceTemplates int      `json:"resourceTemplates"`
-	ShadowedPrompts   []string `json:"shadowedPrompts,omitempty"`
-	ShadowedResources []string `json:"shadowedResources,omitempty"`
+	ResourceTemplates int      `json:"resource_templates"`
+	ShadowedPrompts   []string `json:"shadowed_prompts,omitempty"`
+	ShadowedResources []string `json:"shadowed_resources,omitempty"`
 }
 
 // CodeResourceNotFound is MCP's JSON-RPC code for resources/read of a URI

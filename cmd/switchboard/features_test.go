@@ -321,7 +321,7 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
 	st := status(t, g.url)
-	if !strings.Contains(st, `"shadowedPrompts": [`) || !strings.Contains(st, `"shadowedResources": [`) {
+	if !strings.Contains(st, `"shadowed_prompts": [`) || !strings.Contains(st, `"shadowed_resources": [`) {
 		t.Errorf("status does not report the shadowed prompt and resource:\n%s", st)
 	}
 
