@@ -149,8 +149,9 @@ func newEvents() *clientEvents {
 
 func connectFeature(t *testing.T, tr mcp.Transport, version string, ev *clientEvents, name string) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// Not a context that ends: the legacy SSE transport's stream lives
+	// on the one Connect gets.
+	ctx := context.Background()
 	var opts *mcp.ClientSessionOptions
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
@@ -486,5 +487,120 @@ func TestReloadAddingServerNotifies(t *testing.T) {
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil || !strings.Contains(asJSON(t, lt, nil), `"touch"`) {
 		t.Errorf("the added server's tools are not listed: %v", err)
+	}
+}
+
+// TestFeatureIsolation: a resource subscription and a sampling request of
+// one client reach that client only: not another session of its project,
+// nor a client of another project running the same server.
+func TestFeatureIsolation(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	tokens := map[string]string{}
+	for _, p := range []string{"alpha", "beta"} {
+		admin.createProject(p)
+		admin.createServer(p, "clash", map[string]any{"command": clash})
+		tokens[p] = admin.createToken(p, "client").Token
+	}
+	open := func(project, name string, version string) (*mcp.ClientSession, *clientEvents) {
+		b := &bearer{}
+		tok := tokens[project]
+		b.token.Store(&tok)
+		ev := newEvents()
+		return connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/projects/" + project + "/mcp", HTTPClient: &http.Client{Transport: b}}, version, ev, name), ev
+	}
+	a1, ev1 := open("alpha", "a1", "2025-11-25")
+	a2, ev2 := open("alpha", "a2", "2025-11-25")
+	b1, evB := open("beta", "b1", "2025-11-25")
+	b2026, evB2026 := open("beta", "b2026", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	t.Run("subscription", func(t *testing.T) {
+		if err := a1.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:doc"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b1.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:item/7"}); err != nil {
+			t.Fatal(err)
+		}
+		// a2 makes alpha's server touch the URI a1 holds; beta's
+		// server touches it too: only a1 hears of it, once per touch in
+		// its own project.
+		for _, cs := range []*mcp.ClientSession{a2, b1} {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case uri := <-ev1.updated:
+			if uri != "clash:doc" {
+				t.Errorf("a1 got an update of %q", uri)
+			}
+		case <-ctx.Done():
+			t.Fatal("a1 got no notifications/resources/updated")
+		}
+		// Each client's calls are answered in order after its
+		// notifications: a ping through each stream settles them.
+		if _, err := a2.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:unheld"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a1.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "clash:doc"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a2.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*mcp.ClientSession{a1, a2, b1} {
+			if err := s.Ping(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, ch := range map[string]chan string{"a1 (after unsubscribing)": ev1.updated, "a2": ev2.updated, "b1": evB.updated} {
+			select {
+			case uri := <-ch:
+				t.Errorf("%s got an update of %q it never subscribed to", name, uri)
+			default:
+			}
+		}
+	})
+
+	t.Run("sampling", func(t *testing.T) {
+		for _, tc := range []struct {
+			cs   *mcp.ClientSession
+			ev   *clientEvents
+			name string
+		}{{a1, ev1, "a1"}, {a2, ev2, "a2"}, {b1, evB, "b1"}, {b2026, evB2026, "b2026"}} {
+			res, err := tc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"name": "q-" + tc.name}})
+			if err != nil || text(t, res) != tc.name+" sampled q-"+tc.name {
+				t.Errorf("%s: %s", tc.name, asJSON(t, res, err))
+			}
+		}
+		for name, ev := range map[string]*clientEvents{"a1": ev1, "a2": ev2, "b1": evB, "b2026": evB2026} {
+			if got := <-ev.samples; got != "q-"+name {
+				t.Errorf("%s was asked %q", name, got)
+			}
+			select {
+			case got := <-ev.samples:
+				t.Errorf("%s was also asked %q", name, got)
+			default:
+			}
+		}
+	})
+}
+
+// TestLegacySSERequestsBack: over the legacy HTTP+SSE transport, an
+// upstream's sampling request goes down the session's stream and the
+// answer POSTed to its endpoint goes back to the upstream.
+func TestLegacySSERequestsBack(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"clash", map[string]any{"command": clash}}}, nil)
+	ev := newEvents()
+	cs := connectFeature(t, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{}}, "", ev, "legacy")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"name": "q"}})
+	if err != nil || text(t, res) != "legacy sampled q" {
+		t.Errorf("ask over /sse: %s", asJSON(t, res, err))
 	}
 }
