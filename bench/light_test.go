@@ -61,6 +61,7 @@ type lightResult struct {
 	upstreamCP time.Duration // the gateway's stdio child (0 for direct)
 	elapsed    time.Duration
 	durs       []time.Duration // every call's latency
+	roundCPU   []float64       // the server's CPU µs per call, round by round
 }
 
 // merge adds round o of the same cell to r.
@@ -70,6 +71,7 @@ func (r lightResult) merge(o lightResult) lightResult {
 	r.upstreamCP += o.upstreamCP
 	r.elapsed += o.elapsed
 	r.durs = append(r.durs, o.durs...)
+	r.roundCPU = append(r.roundCPU, o.roundCPU...)
 	r.rate = float64(r.calls) / r.elapsed.Seconds()
 	r.lat = summarize(r.durs)
 	return r
@@ -334,6 +336,7 @@ func runLight(ctx context.Context, t *lightTarget, n int, d time.Duration, profi
 		all = append(all, l...)
 	}
 	r.calls, r.durs, r.elapsed = len(all), all, elapsed
+	r.roundCPU = []float64{r.perCall(r.serverCPU)}
 	r.rate = float64(r.calls) / elapsed.Seconds()
 	r.lat = summarize(all)
 	return r, nil
@@ -415,7 +418,48 @@ func formatLight(rs []lightResult, d time.Duration) string {
 		}
 		w.WriteString("\n")
 	}
+	w.WriteString(logCost(byKey))
 	return strings.TrimRight(w.String(), "\n")
+}
+
+// logCost says, per session count, what the call log costs in gateway
+// CPU per call round by round (call log on minus off in the same round,
+// which alternate, so both saw the same machine), and the same for the
+// baseline build when there is one; with the server CPU range of every
+// gateway target over the rounds.
+func logCost(byKey map[string]lightResult) string {
+	var w strings.Builder
+	for _, n := range lightSessions() {
+		k := "/" + strconv.Itoa(n)
+		off := byKey[lightNoLog+k]
+		if len(off.roundCPU) == 0 {
+			continue
+		}
+		for _, name := range []string{lightGateway, lightBaseline} {
+			on := byKey[name+k]
+			if len(on.roundCPU) != len(off.roundCPU) {
+				continue
+			}
+			diff := make([]float64, len(on.roundCPU))
+			for i := range diff {
+				diff[i] = on.roundCPU[i] - off.roundCPU[i]
+			}
+			fmt.Fprintf(&w, "  %d sessions, %s: call log cost %s µs/call (on %s, off %s; median, range over %d rounds; target < 20)\n",
+				n, name, spread(diff), spread(on.roundCPU), spread(off.roundCPU), len(diff))
+		}
+	}
+	return w.String()
+}
+
+// spread is the median of v and its range.
+func spread(v []float64) string {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return fmt.Sprintf("%.1f [%.1f–%.1f]", m, s[0], s[len(s)-1])
 }
 
 // discardWriter is a ResponseWriter that keeps only the status and the

@@ -11,11 +11,11 @@ package calllog
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sync"
@@ -47,7 +47,8 @@ type Options struct {
 	SpoolDir string
 	// SpoolMaxBytes is the size of a spool file (mapped, sparse: disk
 	// blocks are taken only as records reach them); when records not yet
-	// stored fill it, the spool moves to a new file. Default 16 MiB.
+	// stored fill it, the spool moves to another file (two take turns
+	// while the store keeps up). Default 1 MiB, about 4000 records.
 	SpoolMaxBytes int64
 	Logger        *slog.Logger
 }
@@ -96,7 +97,7 @@ func New(store Inserter, opts Options) *Writer {
 		opts.WriteTimeout = 5 * time.Second
 	}
 	if opts.SpoolMaxBytes <= 0 {
-		opts.SpoolMaxBytes = 16 << 20
+		opts.SpoolMaxBytes = 1 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -205,11 +206,14 @@ func (w *Writer) take(spare []queued, all bool) []queued {
 // time in nanoseconds and the rest random. Time-ordered, so the store's
 // unique index on it grows at its end like the table does, instead of
 // taking every insert at a random place (which touched and rewrote many
-// more index pages per batch).
+// more index pages per batch). The random half needs to be unique, not
+// secret: math/rand/v2's generator (seeded by the runtime from the
+// system's randomness) gives it without a system call, where crypto/rand
+// made one per call here.
 func newRecordID() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
-	rand.Read(b[8:])
+	binary.BigEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
 

@@ -39,11 +39,14 @@ import (
 // records are lines from its start, the rest is zero bytes. It is
 // emptied (zeroed up to its last record, in order, so a process killed
 // meanwhile leaves only records already stored) whenever every record in
-// it is settled (stored, or counted as dropped); under load that never
-// lets the queue run dry, a full file is left for a new one, and an old
-// file is deleted once its last record is settled. A page the kernel
-// cannot back (disk full) faults the copy: that record is counted as
-// unspooled, never a crash.
+// it is settled (stored, or counted as dropped). Under load that never
+// lets the queue run dry, a full file is left for the spare: the older
+// file, emptied once its last record was settled, so two files take
+// turns and their pages stay in memory (a new file's pages each cost a
+// fault and a block allocation on first touch, about as much as the
+// write(2) the mapping saves); a new file is made only when the spare is
+// not settled yet. A page the kernel cannot back (disk full) faults the
+// copy: that record is counted as unspooled, never a crash.
 
 // spoolPattern matches spool files; the random part keeps replicas apart.
 const spoolPattern = "spool-*.jsonl"
@@ -54,8 +57,12 @@ type spool struct {
 	dir      string
 	maxBytes int64
 
-	mu     sync.Mutex
-	cur    *segment
+	mu  sync.Mutex
+	cur *segment
+	// spare is a settled file, zeroed, that the next rotation reuses: its
+	// pages are in memory and on disk already, where a new file's would
+	// each cost a page fault and a block allocation on first touch.
+	spare  *segment
 	closed bool
 }
 
@@ -306,14 +313,8 @@ func (s *spool) append(line []byte) (*segment, error) {
 		return nil, errSpoolClosed
 	}
 	if s.cur.size+len(line) > len(s.cur.mem) {
-		next, err := newSegment(s.dir, max(s.maxBytes, int64(len(line))))
-		if err != nil {
+		if err := s.rotate(len(line)); err != nil {
 			return nil, err
-		}
-		old := s.cur
-		s.cur = next
-		if old.pending == 0 {
-			_ = s.retire(old)
 		}
 	}
 	seg := s.cur
@@ -325,12 +326,65 @@ func (s *spool) append(line []byte) (*segment, error) {
 	return seg, nil
 }
 
-// settle marks the records of batch as stored or dropped: a file whose
-// records are all settled is emptied (the current one) or deleted.
+// rotate moves the spool to the spare file, or to a new one when there is
+// none or line (need bytes) is larger; s.mu is held. The old file keeps
+// its records until they are settled.
+func (s *spool) rotate(need int) error {
+	next := s.spare
+	s.spare = nil
+	if next == nil || len(next.mem) < need {
+		if next != nil {
+			_ = s.retire(next)
+		}
+		var err error
+		if next, err = newSegment(s.dir, max(s.maxBytes, int64(need))); err != nil {
+			return err
+		}
+	}
+	old := s.cur
+	s.cur = next
+	if old.pending == 0 { // empty: the line did not fit in it at all
+		s.keep(old)
+	}
+	return nil
+}
+
+// keep makes seg, settled and zeroed, the spare, unless there is one or
+// seg has an odd size (a line larger than maxBytes): then it is deleted.
+// s.mu is held.
+func (s *spool) keep(seg *segment) {
+	if s.spare != nil || s.closed || int64(len(seg.mem)) != s.maxBytes {
+		_ = s.retire(seg)
+		return
+	}
+	s.spare = seg
+}
+
+// settle marks the records of batch as stored or dropped. A file whose
+// records are all settled is emptied: the current one in place, an older
+// one outside the lock (no call writes to it any more) to become the
+// spare.
 func (s *spool) settle(batch []queued) error {
+	errs, done := s.settleLocked(batch)
+	for _, seg := range done {
+		err := guard(seg.path, func() { clear(seg.mem[:seg.size]) })
+		s.mu.Lock()
+		if err != nil {
+			errs = append(errs, err, s.retire(seg))
+		} else {
+			seg.size = 0
+			s.keep(seg)
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// settleLocked counts batch off its files and empties the current one if
+// it is done; it returns the older files that are done.
+func (s *spool) settleLocked(batch []queued) (errs []error, done []*segment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var errs []error
 	for _, q := range batch {
 		seg := q.seg
 		if seg == nil {
@@ -341,7 +395,7 @@ func (s *spool) settle(batch []queued) error {
 		}
 		switch {
 		case seg != s.cur:
-			errs = append(errs, s.retire(seg))
+			done = append(done, seg)
 		case seg.size > 0 && !s.closed:
 			// Zeroed from the start: killed meanwhile, the file holds
 			// stored records and a zeroed head, which Recover skips.
@@ -352,7 +406,7 @@ func (s *spool) settle(batch []queued) error {
 			seg.size = 0
 		}
 	}
-	return errors.Join(errs...)
+	return errs, done
 }
 
 // retire deletes a settled file, then lets go of its mapping and lock.
@@ -381,10 +435,15 @@ func (s *spool) close() error {
 		return nil
 	}
 	s.closed = true
-	if s.cur.pending == 0 {
-		return s.retire(s.cur)
+	var err error
+	if s.spare != nil {
+		err = s.retire(s.spare)
+		s.spare = nil
 	}
-	return s.cur.release()
+	if s.cur.pending == 0 {
+		return errors.Join(err, s.retire(s.cur))
+	}
+	return errors.Join(err, s.cur.release())
 }
 
 // Replayed counts what Recover did.

@@ -272,8 +272,9 @@ func (g gated) InsertToolCalls(ctx context.Context, b []switchboard.ToolCallReco
 
 // Under load that never lets the queue run dry, the spool moves to new
 // files past its size limit (none of which Recover takes from the living
-// writer), and deletes each old one once its records are stored: what is
-// left is the current file, emptied, and gone after Close.
+// writer), and empties each old one once its records are stored, keeping
+// one as the spare for the next move and deleting the others: what is
+// left is the current file and the spare, emptied, and gone after Close.
 func TestSpoolRotation(t *testing.T) {
 	dir := t.TempDir()
 	spoolDir := filepath.Join(dir, "calllog")
@@ -302,12 +303,12 @@ func TestSpoolRotation(t *testing.T) {
 	release()
 	poll(t, "all records written", func() bool { return w.Written() == n })
 	left := spoolFiles(t, spoolDir)
-	if len(left) != 1 {
-		t.Fatalf("spool files after the store caught up: %v; want one", left)
+	if len(left) == 0 || len(left) > 2 {
+		t.Fatalf("spool files after the store caught up: %v; want the current one and at most one spare", left)
 	}
 	for name, size := range left {
 		if _, seen := files[name]; !seen || size != 0 {
-			t.Errorf("spool file left: %s (%d bytes); want the current one, emptied", name, size)
+			t.Errorf("spool file left: %s (%d bytes); want the current one or the spare, emptied", name, size)
 		}
 	}
 	if diff := cmp.Diff(once(n), stored(t, st)); diff != "" {
