@@ -1,5 +1,6 @@
 // Package metrics exposes Switchboard's Prometheus metrics: tool calls,
 // errors by JSON-RPC code and latency per project, server and tool;
+// prompt gets and resource reads per project;
 // upstream and circuit-breaker state; open sessions.
 //
 // Label values come only from configuration and the upstreams' own tool
@@ -38,6 +39,7 @@ type Metrics struct {
 	state    *prometheus.GaugeVec
 	breaker  *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
+	features *prometheus.CounterVec
 }
 
 // New registers every collector, plus Go runtime and process metrics.
@@ -69,8 +71,12 @@ func New() *Metrics {
 			Name: "switchboard_upstream_connects_total",
 			Help: "Successful (re)connections of an upstream, including stdio child restarts.",
 		}, []string{"project", "server"}),
+		features: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_feature_requests_total",
+			Help: "Prompt gets (kind prompt) and resource reads (kind resource) by outcome: ok or error (JSON-RPC error).",
+		}, []string{"project", "kind", "outcome"}),
 	}
-	m.reg.MustRegister(m.calls, m.errors, m.latency, m.state, m.breaker, m.restarts,
+	m.reg.MustRegister(m.calls, m.errors, m.latency, m.state, m.breaker, m.restarts, m.features,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +100,13 @@ func (m *Metrics) ObserveCall(rec switchboard.ToolCallRecord) {
 		m.errors.WithLabelValues(rec.ProjectID, server, strconv.Itoa(rec.Code)).Inc()
 	}
 	m.latency.WithLabelValues(rec.ProjectID, server, tool).Observe(rec.Duration.Seconds())
+}
+
+// ObserveFeature records one prompts/get (kind "prompt") or
+// resources/read (kind "resource"). Neither the prompt's name nor the URI
+// is a label: they come from clients.
+func (m *Metrics) ObserveFeature(rec switchboard.ToolCallRecord, kind string) {
+	m.features.WithLabelValues(rec.ProjectID, kind, rec.Outcome).Inc()
 }
 
 // SetState records an upstream's state change.

@@ -190,6 +190,15 @@ func (o redactingObserver) ObserveCall(rec switchboard.ToolCallRecord) {
 	o.next.ObserveCall(rec)
 }
 
+// ObserveFeature passes prompt gets and resource reads on, redacted as
+// calls are, when the observer records them (server.FeatureObserver).
+func (o redactingObserver) ObserveFeature(rec switchboard.ToolCallRecord, kind string) {
+	if f, ok := o.next.(server.FeatureObserver); ok {
+		rec.Arguments = o.redact.RedactJSON(rec.Arguments)
+		f.ObserveFeature(rec, kind)
+	}
+}
+
 // Start applies the servers file and every project in the store, then
 // re-reads the store every SyncInterval until Close. A store that cannot
 // be read at start is an error: the gateway would serve nothing of it.

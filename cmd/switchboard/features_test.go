@@ -321,7 +321,16 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 	if diff := cmp.Diff([]string{"embedded:info", "clash:doc"}, uris); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
-	st := status(t, g.url)
+	met := get(t, g.url+"/metrics")
+	for _, want := range []string{
+		`switchboard_feature_requests_total{kind="prompt",outcome="ok",project="default"} 2`,
+		`switchboard_feature_requests_total{kind="resource",outcome="ok",project="default"} 3`,
+	} {
+		if !strings.Contains(met, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	st := get(t, g.url+"/")
 	if !strings.Contains(st, `"shadowed_prompts": [`) || !strings.Contains(st, `"shadowed_resources": [`) {
 		t.Errorf("status does not report the shadowed prompt and resource:\n%s", st)
 	}
@@ -362,9 +371,9 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 	})
 }
 
-func status(t *testing.T, url string) string {
+func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url + "/")
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

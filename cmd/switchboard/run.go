@@ -456,6 +456,16 @@ func (o observeAll) ObserveCall(rec switchboard.ToolCallRecord) {
 	}
 }
 
+// ObserveFeature fans a prompt get or resource read out to the observers
+// that record them (server.FeatureObserver).
+func (o observeAll) ObserveFeature(rec switchboard.ToolCallRecord, kind string) {
+	for _, x := range o {
+		if f, ok := x.(server.FeatureObserver); ok {
+			f.ObserveFeature(rec, kind)
+		}
+	}
+}
+
 // loadSpecs reads the servers file, or configures the built-in demo
 // server when there is none, so a bare start serves real tools.
 func loadSpecs(cfg config.Config, getenv func(string) string) ([]switchboard.ServerSpec, error) {

@@ -5,7 +5,8 @@
 // are tested, plus what everything lacks: resource subscriptions with
 // notifications/resources/updated (tool "touch"), a prompt added at run
 // time (tool "add_prompt", which sends prompts/list_changed), and a
-// sampling tool that names the client it was asked by.
+// sampling tool that names the client it was asked by. Its lists come one
+// item a page, so a reader must follow nextCursor.
 //
 // It serves stdio, or streamable HTTP with -http addr.
 package main
@@ -25,6 +26,8 @@ func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP at this address instead of stdio")
 	flag.Parse()
 	s := mcp.NewServer(&mcp.Implementation{Name: "clash", Version: "1"}, &mcp.ServerOptions{
+		// One item a page: every list the gateway reads is paginated.
+		PageSize: 1,
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
