@@ -613,3 +613,51 @@ func TestLegacySSERequestsBack(t *testing.T) {
 		t.Errorf("ask over /sse: %s", asJSON(t, res, err))
 	}
 }
+
+// TestFeatureBytesUnchanged: on the wire, with a plain 2025 session, the
+// everything server's prompt, resource and template objects, and its
+// prompts/get, resources/read and completion/complete results, reach the
+// client through the gateway byte for byte as the server sent them.
+func TestFeatureBytesUnchanged(t *testing.T) {
+	everything, _ := fixtures(t)
+	url := httpFixture(t, everything)
+	g := startGateway(t, [][2]any{{"every", map[string]any{"url": url}}}, nil)
+	direct, through := newRaw(t, url), newRaw(t, g.url+"/mcp")
+	direct.initialize()
+	through.initialize()
+	items := func(c *rawClient, method, key string) []string {
+		rep := c.call(method, map[string]any{})
+		var res map[string]json.RawMessage
+		var list []json.RawMessage
+		if json.Unmarshal(rep.msg.Result, &res) != nil || json.Unmarshal(res[key], &list) != nil {
+			t.Fatalf("%s: %.300s", method, rep.Body)
+		}
+		var out []string
+		for _, r := range list {
+			out = append(out, string(r))
+		}
+		return out
+	}
+	for _, l := range [][2]string{{"prompts/list", "prompts"}, {"resources/list", "resources"}, {"resources/templates/list", "resourceTemplates"}} {
+		want, got := items(direct, l[0], l[1]), items(through, l[0], l[1])
+		if len(want) == 0 {
+			t.Errorf("%s: the server listed nothing", l[0])
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s objects (-direct +gateway):\n%s", l[0], diff)
+		}
+	}
+	for _, c := range []struct {
+		method string
+		params any
+	}{
+		{"prompts/get", map[string]any{"name": "greet", "arguments": map[string]string{"name": "Ada"}}},
+		{"resources/read", map[string]any{"uri": "embedded:info"}},
+		{"completion/complete", map[string]any{"ref": map[string]string{"type": "ref/prompt", "name": "greet"}, "argument": map[string]string{"name": "name", "value": "A"}}},
+	} {
+		want, got := direct.call(c.method, c.params), through.call(c.method, c.params)
+		if len(want.msg.Result) == 0 || string(want.msg.Result) != string(got.msg.Result) {
+			t.Errorf("%s:\ndirect  %s\ngateway %s", c.method, want.Body, got.Body)
+		}
+	}
+}
