@@ -53,6 +53,8 @@ type toolsData struct {
 	Tools   []toolView
 	Servers []string
 	Open    string // the tool whose try-it form is open
+	// Features are the project's prompts and resources (read-only).
+	Features featuresView
 }
 
 func (c *Console) loadTools(w http.ResponseWriter, r *http.Request, v *view) ([]toolView, bool) {
@@ -196,7 +198,9 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Title = "Tools · " + r.PathValue("project")
-	v.Data = newToolsData(tools, r.URL.Query().Get("tool"))
+	d := newToolsData(tools, r.URL.Query().Get("tool"))
+	d.Features = c.loadFeatures(r, r.PathValue("project"))
+	v.Data = d
 	c.render(w, http.StatusOK, "tools", v)
 }
 
@@ -246,7 +250,9 @@ func (c *Console) tryTool(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	v.Title = "Tools · " + r.PathValue("project")
-	v.Data = newToolsData(tools, name)
+	d := newToolsData(tools, name)
+	d.Features = c.loadFeatures(r, r.PathValue("project"))
+	v.Data = d
 	c.render(w, status, "tools", v)
 }
 

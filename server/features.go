@@ -100,12 +100,9 @@ func (s *Server) sessionStarted(session string, params json.RawMessage) {
 // sessionEnded forgets a session's client state, its log level and its
 // subscriptions (unsubscribing upstream those nobody else holds).
 func (s *Server) sessionEnded(session string) {
-	if c := s.client(session); c != nil {
-		s.clients.Delete(session)
-		if c.level.Load() != 0 {
-			s.applyLogLevel()
-		}
-	}
+	c := s.client(session)
+	s.clients.Delete(session)
+	relevel := c != nil && c.level.Load() != 0
 	s.subMu.Lock()
 	var drop []string
 	for uri, set := range s.subs {
@@ -119,15 +116,21 @@ func (s *Server) sessionEnded(session string) {
 	}
 	s.subMu.Unlock()
 	f, ok := s.gw.(Features)
-	if !ok || len(drop) == 0 {
+	if !ok || (len(drop) == 0 && !relevel) {
 		return
 	}
+	// Upstream requests do not belong on the goroutine that ended the
+	// session (Options.OnSessionEnd must not block): they go in the
+	// background, bounded.
 	s.goMu.Lock()
 	defer s.goMu.Unlock()
 	if s.closing {
 		return
 	}
 	s.wg.Go(func() {
+		if relevel {
+			s.applyLogLevel()
+		}
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 		defer cancel()
 		for _, uri := range drop {

@@ -513,6 +513,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		m.order, m.byName, m.builtins = nil, map[string]*upstream{}, map[string]*upstream{}
 		m.version++
 		m.catalog.Store(switchboard.NewCatalog(m.version, nil))
+		m.features.Store(&featureCatalog{})
 		for _, u := range order {
 			m.stopping.Go(func() { u.close(m.cutOffCtx) })
 		}

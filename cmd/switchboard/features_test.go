@@ -661,3 +661,16 @@ func TestFeatureBytesUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleListsPromptsAndResources: the console's Tools page shows the
+// project's prompts, resources and templates (read-only).
+func TestConsoleListsPromptsAndResources(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"clash", map[string]any{"command": clash}}}, nil)
+	page := get(t, g.url+"/ui/p/default/tools")
+	for _, want := range []string{`id="prompts"`, "<code>farewell</code>", "<td>name</td>", "<code>clash:doc</code>", "<code>clash:item/{id}</code>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Tools page lacks %s", want)
+		}
+	}
+}

@@ -347,7 +347,7 @@ func TestHostileInput(t *testing.T) {
 		// No session: a plain JSON-RPC POST, served statelessly.
 		{name: "no session on tools/list", noSession: true, body: list, status: 200, result: true},
 		{name: "no session on tools/call", noSession: true, body: call(`{"name":"echo","arguments":{"text":"x"}}`), status: 200, result: true},
-		{name: "no session on resources/list", noSession: true, body: `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, status: 200, code: -32601},
+		{name: "no session on resources/subscribe", noSession: true, body: `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"x:y"}}`, status: 200, code: -32601},
 		{name: "no session, unsupported protocol version", noSession: true, header: http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}, body: list, status: 400, code: -32600},
 		{name: "foreign session", session: foreign, body: list, status: 404, code: -32600},
 		{name: "no session on ping", noSession: true, body: ping, status: 200, result: true},
