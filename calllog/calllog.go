@@ -26,7 +26,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/safetext"
 )
 
-// Inserter is the one store method the writer needs.
+// Inserter is the one store method the writer needs. InsertToolCalls
+// must not keep batch after it returns: the writer reuses it.
 type Inserter interface {
 	InsertToolCalls(ctx context.Context, batch []switchboard.ToolCallRecord) error
 }
@@ -72,6 +73,7 @@ type Writer struct {
 	stop      chan struct{}
 	done      chan struct{}
 	once      sync.Once
+	recs      []switchboard.ToolCallRecord // the loop's insert buffer, reused
 }
 
 // queued is a record on its way to the store, with the spool file that
@@ -286,13 +288,15 @@ func (w *Writer) flush(batch []queued) []queued {
 
 // write stores one batch of at most BatchSize records.
 func (w *Writer) write(batch []queued) {
-	recs := make([]switchboard.ToolCallRecord, len(batch))
-	for i, q := range batch {
-		recs[i] = q.rec
+	recs := w.recs[:0]
+	for _, q := range batch {
+		recs = append(recs, q.rec)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.WriteTimeout)
 	err := w.store.InsertToolCalls(ctx, recs)
 	cancel()
+	clear(recs) // no record pinned until the next batch
+	w.recs = recs[:0]
 	if err != nil {
 		total := w.dropped.Add(int64(len(batch)))
 		w.opts.Logger.Warn("tool-call log write failed; records dropped", "records", len(batch), "dropped_total", total, "err", err)
