@@ -40,6 +40,12 @@ type HostedRegistration struct {
 	// Runtime is the container runtime: "auto" or a runtime name the
 	// engine lists ("runc", "runsc"); empty takes the gateway's setting.
 	Runtime string `json:"runtime,omitempty"`
+	// PullPolicy says when the image is pulled: if-not-present, always or
+	// never; "" is the gateway's MCP_SERVER_PULL_POLICY.
+	PullPolicy string `json:"pull_policy,omitempty"`
+	// RegistryAuth are the image registry's credentials, each a
+	// `${NAME}` reference to one of the project's secrets.
+	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
 	// Origin is "file" for a server of the servers file, else empty.
 	Origin string `json:"origin,omitempty"`
 }
@@ -98,6 +104,7 @@ const (
 	HostedUnresponsive = "unresponsive" // running but did not answer the idle ping
 	HostedBackoff      = "backoff"      // crashing repeatedly; waiting before the next start
 	HostedFailed       = "failed"       // cannot start (engine down, image gone, bad secret)
+	HostedPulling      = "pulling"      // its image is being pulled from its registry
 )
 
 // HostedStatus is what the admin API reports about one hosted server.
@@ -123,6 +130,8 @@ type HostedStatus struct {
 	Limits        HostedEffectiveLimits `json:"limits"`
 	Config        HostedConfigSummary   `json:"config"`
 	Stderr        string                `json:"stderr,omitempty"`
+	// Pull is the image pull under way (status "pulling").
+	Pull *PullProgress `json:"pull,omitempty"`
 }
 
 // HostedCrash describes the last time a hosted server's container died.
@@ -167,4 +176,26 @@ type HostedConfigSummary struct {
 	ToolPrefix    string   `json:"tool_prefix,omitempty"`
 	Runtime       string   `json:"runtime,omitempty"`
 	Origin        string   `json:"origin,omitempty"`
+	PullPolicy    string   `json:"pull_policy"`
+	// RegistryAuth shows the credentials' secret references, never values.
+	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
+}
+
+// RegistryAuth are credentials for an image registry: in a registration,
+// `${NAME}` references to the project's secrets, resolved for each pull
+// and never stored, logged or shown resolved.
+type RegistryAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// PullProgress is where one image pull stands.
+type PullProgress struct {
+	Image      string    `json:"image"`
+	Status     string    `json:"status"` // the engine's last status line, such as "Downloading"
+	Layers     int       `json:"layers"`
+	LayersDone int       `json:"layers_done"`
+	Bytes      int64     `json:"bytes"`       // downloaded so far
+	TotalBytes int64     `json:"total_bytes"` // of the layers whose size is known
+	StartedAt  time.Time `json:"started_at"`
 }

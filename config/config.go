@@ -86,6 +86,8 @@ type Config struct {
 	Hosted Hosted
 	// Sandbox configures the sandbox tools (config/sandbox.go).
 	Sandbox Sandbox
+	// Images are the image rules and pulls (config/images.go).
+	Images Images
 
 	LogLevel  string `env:"MCP_SERVER_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"MCP_SERVER_LOG_FORMAT" envDefault:"text"`
@@ -226,6 +228,7 @@ func (c *Config) validate() []error {
 		}
 	}
 	errs = append(errs, c.Hosted.validate()...)
+	errs = append(errs, c.Images.validate()...)
 	if c.ListDebounce < 0 {
 		bad("MCP_SERVER_LIST_CHANGED_DEBOUNCE", "must not be negative, got %s", c.ListDebounce)
 	}

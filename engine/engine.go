@@ -93,6 +93,8 @@ type Engine struct {
 	log      *slog.Logger
 	disk     *disks
 
+	pulls pulls
+
 	infoMu sync.Mutex
 	info   Info
 	infoAt time.Time // zero: not read yet

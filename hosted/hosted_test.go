@@ -213,7 +213,7 @@ func TestBadRegistrationsLeaveNothing(t *testing.T) {
 		reg  switchboard.HostedRegistration
 		kind error
 	}{
-		"image missing":  {switchboard.HostedRegistration{Name: "a", Image: "switchboard-test/nope:0", Volumes: []string{"/data"}}, switchboard.ErrInvalid},
+		"image missing":  {switchboard.HostedRegistration{Name: "a", Image: "switchboard-test/nope:0", PullPolicy: "never", Volumes: []string{"/data"}}, switchboard.ErrInvalid},
 		"bad limits":     {switchboard.HostedRegistration{Name: "b", Limits: switchboard.HostedLimits{Memory: "lots"}}, switchboard.ErrInvalid},
 		"memory > host":  {switchboard.HostedRegistration{Name: "f", Limits: switchboard.HostedLimits{Memory: "999999t"}, Volumes: []string{"/data"}}, switchboard.ErrInvalid},
 		"cpu > host":     {switchboard.HostedRegistration{Name: "g", Limits: switchboard.HostedLimits{CPU: "100000"}, Volumes: []string{"/data"}}, switchboard.ErrInvalid},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/config"
+	"github.com/switchboard-mcp/switchboard/engine"
 )
 
 // Defaults of a hosted server's limits, as the issue fixes them.
@@ -194,9 +195,36 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	if reg.Origin != "" && reg.Origin != "file" {
 		return p, invalid("hosted server %q: origin is set by the gateway; leave it out", n)
 	}
+	if reg.PullPolicy != "" {
+		if _, err := engine.ParsePullPolicy(reg.PullPolicy); err != nil {
+			return p, invalid("hosted server %q: pull_policy %q: want if-not-present, always or never", n, switchboard.Clip(reg.PullPolicy))
+		}
+	}
+	if a := reg.RegistryAuth; a != nil {
+		if !wholeRef.MatchString(a.Username) || !wholeRef.MatchString(a.Password) {
+			return p, invalid("hosted server %q: registry_auth takes the username and password from the project's secrets: write each as a ${NAME} reference, such as {\"username\": \"${REGISTRY_USER}\", \"password\": \"${REGISTRY_TOKEN}\"}", n)
+		}
+	}
 	reg.StdioBridge = p.reg.StdioBridge
 	p.reg = reg
 	return p, nil
+}
+
+// wholeRef is a value that is exactly one `${NAME}` reference.
+var wholeRef = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
+
+// refValues are the registration's values that may reference secrets:
+// its environment, and its registry credentials.
+func refValues(reg switchboard.HostedRegistration) map[string]string {
+	if reg.RegistryAuth == nil {
+		return reg.Environment
+	}
+	out := make(map[string]string, len(reg.Environment)+2)
+	for k, v := range reg.Environment {
+		out[k] = v
+	}
+	out["\x00registry_username"], out["\x00registry_password"] = reg.RegistryAuth.Username, reg.RegistryAuth.Password
+	return out
 }
 
 // secretRefs lists the `${NAME}` references of a registration's
@@ -227,6 +255,7 @@ func (p plan) summary() switchboard.HostedConfigSummary {
 		Command: p.reg.Command, Args: p.reg.Args, StdioBridge: p.stdio, Port: p.reg.Port,
 		RestartPolicy: p.reg.RestartPolicy, Environment: env, Volumes: p.reg.Volumes, Network: p.reg.Network,
 		ReadOnlyRoot: p.readOnlyRoot, CallTimeout: p.callTimeout.String(), ToolPrefix: p.reg.ToolPrefix, Runtime: p.reg.Runtime, Origin: p.reg.Origin,
+		PullPolicy: p.reg.PullPolicy, RegistryAuth: p.reg.RegistryAuth,
 	}
 }
 

@@ -75,7 +75,7 @@ func encodeRow(box Sealer, project string, reg switchboard.HostedRegistration) (
 			row.Environment = nil
 		}
 	}
-	row.SecretRefs = allRefs(reg.Environment)
+	row.SecretRefs = allRefs(refValues(reg))
 	return json.Marshal(row)
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// Changed is told after a project's hosted servers changed, so its
 	// manager picks up Specs (the hub's Reconcile).
 	Changed func(ctx context.Context, project string)
+	// PullPolicy is the default for servers that set none ("" is
+	// if-not-present).
+	PullPolicy engine.PullPolicy
 	// EngineErr explains why there is no engine when Engine is nil.
 	EngineErr error
 	Timing    Timing
@@ -283,12 +286,16 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if s.eng == nil {
 		return switchboard.HostedStatus{}, s.errNoEngine()
 	}
-	ok, err := s.eng.ImageExists(ctx, p.reg.Image)
+	if err := s.eng.CheckImage(p.reg.Image); err != nil {
+		return switchboard.HostedStatus{}, invalid("hosted server %q: %s", p.reg.Name, switchboard.Message(err))
+	}
+	policy := s.pullPolicy(p)
+	present, err := s.eng.ImageExists(ctx, p.reg.Image)
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
-	if !ok {
-		return switchboard.HostedStatus{}, invalid("hosted server %q: image %q is not present on the Docker engine; build or load it there first (Switchboard never pulls images)", p.reg.Name, p.reg.Image)
+	if !present && policy == engine.PullNever {
+		return switchboard.HostedStatus{}, invalid("hosted server %q: image %q is not present on the Docker engine and its pull policy is never; load it there first, or allow pulls (pull_policy)", p.reg.Name, p.reg.Image)
 	}
 	// Before anything is stored. An engine that does not answer here is
 	// asked again when the container is created, which checks again.
@@ -314,6 +321,25 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
 	if err != nil {
 		return switchboard.HostedStatus{}, err
+	}
+	if !present || policy == engine.PullAlways {
+		// The image comes from its registry first: the supervisor pulls
+		// it (status "pulling", with progress) and then starts the
+		// container; a pull that fails shows in status and is retried.
+		sup := newSupervisor(s, row, p)
+		sup.state = switchboard.HostedPulling
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			s.cleanup(context.WithoutCancel(ctx), row.ID, p, true)
+			return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+		}
+		s.sups[row.ID] = sup
+		s.mu.Unlock()
+		s.opts.Changed(ctx, project)
+		sup.start("", nil)
+		s.log.Info("hosted server registered; pulling its image", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
+		return sup.status(), nil
 	}
 	// A client that goes away must not cut a create off half-way (the
 	// container would exist without anyone knowing its ID).
@@ -386,7 +412,7 @@ func (s *Service) sealRow(ctx context.Context, row switchboard.Workspace, p plan
 
 // checkSecrets refuses references to secrets the project lacks.
 func (s *Service) checkSecrets(ctx context.Context, project string, p plan) error {
-	refs := secretRefs(p.reg.Environment)
+	refs := secretRefs(refValues(p.reg))
 	if len(refs) == 0 {
 		return nil
 	}
@@ -401,7 +427,7 @@ func (s *Service) checkSecrets(ctx context.Context, project string, p plan) erro
 		}
 	}
 	if len(missing) > 0 {
-		return invalid("hosted server %q: environment references secret %s, which project %q does not have; set it first (PUT /api/v1/projects/%s/secrets/NAME)",
+		return invalid("hosted server %q: environment or registry_auth references secret %s, which project %q does not have; set it first (PUT /api/v1/projects/%s/secrets/NAME)",
 			p.reg.Name, strings.Join(missing, ", "), project, project)
 	}
 	return nil
@@ -511,6 +537,44 @@ func (s *Service) environment(ctx context.Context, project string, p plan) ([]st
 		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: secret %s of project %q is missing; set it and restart the server", p.reg.Name, strings.Join(missing, ", "), project)
 	}
 	return env, nil
+}
+
+// pullPolicy is p's pull policy, or the gateway's.
+func (s *Service) pullPolicy(p plan) engine.PullPolicy {
+	if p.reg.PullPolicy != "" {
+		return engine.PullPolicy(p.reg.PullPolicy)
+	}
+	if s.opts.PullPolicy != "" {
+		return s.opts.PullPolicy
+	}
+	return engine.PullIfNotPresent
+}
+
+// registryAuth resolves p's registry credentials from project's
+// secrets; nil when it has none.
+func (s *Service) registryAuth(ctx context.Context, project string, p plan) (*engine.RegistryAuth, error) {
+	a := p.reg.RegistryAuth
+	if a == nil {
+		return nil, nil
+	}
+	vals, err := s.opts.Secrets(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	lines, missing := ExpandEnv(map[string]string{"U": a.Username, "P": a.Password}, nil, vals)
+	if len(missing) > 0 {
+		return nil, switchboard.Errorf(switchboard.ErrConfig, "hosted server %q: registry_auth needs secret %s of project %q, which is missing; set it and restart the server", p.reg.Name, strings.Join(missing, ", "), project)
+	}
+	out := &engine.RegistryAuth{}
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, "=")
+		if k == "U" {
+			out.Username = v
+		} else {
+			out.Password = v
+		}
+	}
+	return out, nil
 }
 
 // engineInfo is the engine's Info (which the engine keeps a minute).

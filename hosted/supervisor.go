@@ -83,6 +83,7 @@ type supervisor struct {
 	warning     string
 	rtWarning   string // why the container does not run under the preferred runtime
 	lastErr     string
+	pulling     *switchboard.PullProgress // the image pull under way, nil when none
 	containerID string
 	startedAt   time.Time
 	restarts    int
@@ -240,6 +241,9 @@ func (s *supervisor) prepare(fresh bool) (string, error) {
 	// Not cut off by close: a create the engine finishes after its caller
 	// gave up would leave a container nobody knows the ID of. The loop
 	// removes it once it has the ID.
+	if err := s.pull(); err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), time.Minute)
 	defer cancel()
 	id, env, rtWarning, err := s.svc.create(ctx, s.project, s.id, s.plan)
@@ -252,6 +256,38 @@ func (s *supervisor) prepare(fresh bool) (string, error) {
 	s.rtWarning = rtWarning
 	s.mu.Unlock()
 	return id, nil
+}
+
+// pull makes the image present as the server's pull policy says, with
+// the project's registry credentials; while a pull runs, the status is
+// "pulling" with its progress. Closing stops the wait, not a shared pull.
+func (s *supervisor) pull() error {
+	if s.svc.eng == nil {
+		return s.svc.errNoEngine()
+	}
+	auth, err := s.svc.registryAuth(s.ctx, s.project, s.plan)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.mu.Lock()
+		s.pulling = nil
+		if s.state == switchboard.HostedPulling {
+			s.setLocked(switchboard.HostedStarting)
+		}
+		s.mu.Unlock()
+	}()
+	return s.svc.eng.EnsureImage(s.ctx, s.plan.reg.Image, engine.PullOptions{
+		Policy: s.svc.pullPolicy(s.plan), Auth: auth, Owner: s.project,
+		Progress: func(p switchboard.PullProgress) {
+			s.mu.Lock()
+			if s.pulling == nil {
+				s.setLocked(switchboard.HostedPulling)
+			}
+			s.pulling = &p
+			s.mu.Unlock()
+		},
+	})
 }
 
 // run attaches to container id, registers for its next exit, starts it
@@ -728,6 +764,10 @@ func (s *supervisor) status() switchboard.HostedStatus {
 	}
 	if s.stream != nil {
 		st.Stderr = tail(s.redact(s.stream.Stderr()), 4096)
+	}
+	if s.pulling != nil {
+		p := *s.pulling
+		st.Pull = &p
 	}
 	return st
 }

@@ -94,7 +94,8 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 			Backoff: cfg.Hosted.Backoff, StopTimeout: cfg.Hosted.StopTimeout, ShutdownTimeout: cfg.Hosted.ShutdownTimeout,
 			Heartbeat: cfg.Hosted.Heartbeat, PingTimeout: cfg.Hosted.PingTimeout, ConnectTimeout: cfg.ConnectTimeout,
 		},
-		Logger: log,
+		PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
+		Logger:     log,
 	}
 	if !cfg.Hosted.Enabled {
 		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
@@ -143,4 +144,10 @@ func startHosted(ctx context.Context, log *slog.Logger, hr *hostedRuntime, file 
 	if err := hr.svc.SetFile(ctx, "default", file); err != nil {
 		log.Error("hosted servers of the servers file", "err", err)
 	}
+}
+
+// imageRules are the engine's image rules from the configuration.
+func imageRules(cfg config.Config) engine.ImageRules {
+	return engine.ImageRules{Allow: cfg.Images.Allow, RequireDigest: cfg.Images.RequireDigest,
+		Timeout: cfg.Images.PullTimeout, StallTimeout: cfg.Images.PullStallTimeout}
 }

@@ -156,6 +156,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	if err != nil {
 		return fmt.Errorf("DOCKER_HOST: %w", err)
 	}
+	eng.SetImageRules(imageRules(cfg))
 	undo.push("engine client", func(context.Context) error { return eng.Close() })
 	own := startOwnership(ctx, proc, eng, log)
 	undo.push("container sweep", own.close)
