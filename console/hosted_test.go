@@ -111,6 +111,18 @@ func TestHostedPage(t *testing.T) {
 			t.Errorf("hosted page lacks %q", want)
 		}
 	}
+	// A server pulling its image shows how far the pull is.
+	f.mu.Lock()
+	f.servers["a/pulled"] = switchboard.HostedStatus{ID: "h-pulled", Project: "a", Name: "pulled", Image: "reg:5000/x:1", Status: switchboard.HostedPulling,
+		Pull: &switchboard.PullProgress{Image: "reg:5000/x:1", Status: "Downloading", Layers: 3, LayersDone: 1, Bytes: 5 << 20, TotalBytes: 20 << 20}}
+	f.mu.Unlock()
+	p = b.get("/ui/p/a/hosted")
+	if want := `pulling: 1 of 3 layers, 5.0 MiB of 20.0 MiB`; !strings.Contains(p.body, want) || !strings.Contains(p.body, `data-status="pulling"`) {
+		t.Errorf("hosted page lacks the pull's progress %q", want)
+	}
+	f.mu.Lock()
+	delete(f.servers, "a/pulled")
+	f.mu.Unlock()
 	if p := b.post("/ui/p/a/hosted/hosted-restart", url.Values{"csrf": {tok}, "name": {"notes"}}); p.status != http.StatusSeeOther {
 		t.Errorf("restart: %d", p.status)
 	}

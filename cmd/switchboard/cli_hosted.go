@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,9 +21,10 @@ var hostedCommands = []cliCommand{
 	{"hosted ls", "", "List the project's hosted servers with status, image and restarts.", (*cli).hostedLs},
 	{"hosted add", "NAME --image IMAGE [--command CMD] [--arg A]... [--env K=V]... [--volume /PATH]... [--cpu N] [--memory SIZE]\n" +
 		"      [--disk SIZE] [--network none|bridge|NAME] [--restart always|on-failure|never] [--call-timeout D] [--tool-prefix P]\n" +
-		"      [--writable-root] | --config JSON",
-		"Run an MCP server image in a container (admin when an admin token is set). The image must be on the gateway's\n" +
-			"Docker engine already. Write ${NAME} (in single quotes) in --env values to take the project's secret NAME.", (*cli).hostedAdd},
+		"      [--writable-root] [--pull if-not-present|always|never] [--wait] | --config JSON",
+		"Run an MCP server image in a container (admin when an admin token is set). An image the gateway's Docker engine\n" +
+			"lacks is pulled from its registry (a progress bar on a terminal, or with --wait). Write ${NAME} (in single\n" +
+			"quotes) in --env values to take the project's secret NAME.", (*cli).hostedAdd},
 	{"hosted show", "NAME|ID", "Show a hosted server's full status, with CPU and memory usage.", (*cli).hostedShow},
 	{"hosted restart", "NAME|ID", "Replace a hosted server's container (SIGTERM, then a new one) and reset its crash counters.", (*cli).hostedRestart},
 	{"hosted logs", "NAME|ID [--tail N]", "Print the tail of a hosted server's container log (secrets redacted): its stderr, as its stdout is\n" +
@@ -78,6 +81,8 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	fs.StringVar(&reg.CallTimeout, "call-timeout", "", "per-call timeout `D` such as 45s (default 30s)")
 	fs.StringVar(&reg.ToolPrefix, "tool-prefix", "", "`P` put before each of the server's tool names (such as notes_), against collisions")
 	fs.BoolVar(&writable, "writable-root", false, "mount the image read-write (default read-only with a /tmp tmpfs)")
+	fs.StringVar(&reg.PullPolicy, "pull", "", "pull `POLICY`: if-not-present (default), always or never")
+	wait := fs.Bool("wait", false, "wait while the image is pulled, showing its progress (the default when stderr is a terminal)")
 	config := fs.String("config", "", "the whole registration as `JSON` (as POST /api/v1/mcp/servers takes it)")
 	pos, err := c.parse(fs, cmd, args, 1, 1)
 	if err != nil {
@@ -87,7 +92,7 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 		set := false
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "config", "gateway", "url", "project", "p", "token", "json", "timeout":
+			case "config", "gateway", "url", "project", "p", "token", "json", "timeout", "wait":
 			default:
 				set = true
 			}
@@ -117,8 +122,77 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	if done {
 		return err
 	}
+	if st.Status == switchboard.HostedPulling && (*wait || terminal(c.stderr)) {
+		if st, err = c.waitPull(st); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(c.stdout, "hosted server %s (%s) registered in project %s: %s\n", st.Name, st.ID, c.project, st.Status)
+	if st.LastError != "" {
+		fmt.Fprintf(c.stdout, "problem: %s\n", st.LastError)
+	}
 	return nil
+}
+
+// terminal reports whether w is a terminal (a progress bar is drawn
+// there, not into a file or a pipe).
+func terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// waitPull polls a server while it pulls its image, drawing the pull's
+// progress on stderr, and returns its status once it is past the pull.
+// Interrupting stops the wait, not the pull.
+func (c *cli) waitPull(st switchboard.HostedStatus) (switchboard.HostedStatus, error) {
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for st.Status == switchboard.HostedPulling {
+		if st.Pull != nil {
+			fmt.Fprintf(c.stderr, "\r%s", pullBar(*st.Pull, 30))
+		}
+		select {
+		case <-c.ctx.Done():
+			fmt.Fprintln(c.stderr)
+			return st, fmt.Errorf("stopped waiting; the pull goes on: see 'switchboard hosted show %s'", st.Name)
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+		next, err := c.api.HostedServer(ctx, c.project, st.ID)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(c.stderr)
+			return st, c.explain(err)
+		}
+		st = next
+	}
+	fmt.Fprintln(c.stderr)
+	return st, nil
+}
+
+// pullBar draws a pull's progress in width cells plus its figures:
+// "[######--------] 2/5 layers 12.0/40.0 MiB Downloading".
+func pullBar(p switchboard.PullProgress, width int) string {
+	frac := 0.0
+	switch {
+	case p.TotalBytes > 0:
+		frac = float64(p.Bytes) / float64(p.TotalBytes)
+	case p.Layers > 0:
+		frac = float64(p.LayersDone) / float64(p.Layers)
+	}
+	n := min(max(int(frac*float64(width)), 0), width)
+	s := fmt.Sprintf("pulling %s [%s%s] %d/%d layers", p.Image, strings.Repeat("#", n), strings.Repeat("-", width-n), p.LayersDone, p.Layers)
+	if p.TotalBytes > 0 {
+		s += fmt.Sprintf(" %.1f/%.1f MiB", float64(p.Bytes)/(1<<20), float64(p.TotalBytes)/(1<<20))
+	}
+	if p.Status != "" {
+		s += " " + p.Status
+	}
+	return s + "   "
 }
 
 func (c *cli) hostedShow(cmd cliCommand, args []string) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
@@ -640,5 +641,21 @@ func decode(t *testing.T, out string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+}
+
+// TestPullBar: the progress line of `hosted add` while an image is pulled.
+func TestPullBar(t *testing.T) {
+	for _, c := range []struct {
+		p    switchboard.PullProgress
+		want string
+	}{
+		{switchboard.PullProgress{Image: "r/x:1", Layers: 4, LayersDone: 1, Bytes: 5 << 20, TotalBytes: 20 << 20, Status: "Downloading"}, "pulling r/x:1 [##--------] 1/4 layers 5.0/20.0 MiB Downloading   "},
+		{switchboard.PullProgress{Image: "r/x:1", Layers: 2, LayersDone: 2}, "pulling r/x:1 [##########] 2/2 layers   "},
+		{switchboard.PullProgress{Image: "r/x:1", Status: "starting"}, "pulling r/x:1 [----------] 0/0 layers starting   "},
+	} {
+		if got := pullBar(c.p, 10); got != c.want {
+			t.Errorf("pullBar(%+v) = %q, want %q", c.p, got, c.want)
+		}
 	}
 }
