@@ -20,6 +20,9 @@ type FeatureRequest struct {
 	// upstream makes while serving it (sampling, elicitation, roots) go
 	// to it and to no one else.
 	Client ClientPeer
+	// Routed, when set, is told which server the request goes to (for
+	// the call log), before it is sent.
+	Routed func(server string)
 }
 
 // ClientPeer is the client whose request is being served, as far as an

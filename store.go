@@ -247,12 +247,23 @@ type ToolCallRecord struct {
 	Code      int    // the JSON-RPC error code when Outcome is OutcomeError
 	Duration  time.Duration
 	StartedAt time.Time
+	// Kind is what was called: "" (KindTool) a tool, KindPrompt a
+	// prompts/get (Tool holds the prompt's name), KindResource a
+	// resources/read (Tool holds the URI).
+	Kind string
 	// RecordID is the writer's own unique name for the record, made
 	// before the call is answered (the call log's are 32 hex digits).
 	// A store keeps one record per RecordID, so a batch replayed after a
 	// crash stores nothing twice. Empty: no such guarantee.
 	RecordID string
 }
+
+// Kinds of a ToolCallRecord.
+const (
+	KindTool     = ""
+	KindPrompt   = "prompt"
+	KindResource = "resource"
+)
 
 // MaxRecordIDLen bounds ToolCallRecord.RecordID.
 const MaxRecordIDLen = 64
@@ -275,6 +286,11 @@ func (c ToolCallRecord) Validate() error {
 	case OutcomeOK, OutcomeToolError, OutcomeError:
 	default:
 		return Errorf(ErrInvalid, "tool call: unknown outcome %q", c.Outcome)
+	}
+	switch c.Kind {
+	case KindTool, KindPrompt, KindResource:
+	default:
+		return Errorf(ErrInvalid, "tool call: unknown kind %q", c.Kind)
 	}
 	return checkText("tool call", "project", c.ProjectID, "session", c.Session, "server", c.Server, "tool", c.Tool, "record id", c.RecordID)
 }

@@ -118,6 +118,14 @@ func New(store Inserter, opts Options) *Writer {
 	return w
 }
 
+// ObserveFeature records a prompts/get (kind "prompt") or a
+// resources/read (kind "resource") as a call of that kind: the prompt's
+// name or the URI stands in Tool (server.FeatureObserver).
+func (w *Writer) ObserveFeature(rec switchboard.ToolCallRecord, kind string) {
+	rec.Kind = kind
+	w.ObserveCall(rec)
+}
+
 // ObserveCall redacts rec, gives it a RecordID unless it has one, copies
 // it into the spool and queues it, with no system call and no waiting
 // but for two short locks; a full queue drops it (counted). It is the

@@ -84,6 +84,7 @@ type spoolLine struct {
 	Session   string    `json:"session,omitempty"`
 	Server    string    `json:"server,omitempty"`
 	Tool      string    `json:"tool,omitempty"`
+	Kind      string    `json:"kind,omitempty"`
 	Arguments *string   `json:"arguments,omitempty"`
 	Outcome   string    `json:"outcome"`
 	Code      int       `json:"code,omitempty"`
@@ -112,7 +113,7 @@ func appendLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 	b = appendString(b, rec.RecordID)
 	b = append(b, `,"project":`...)
 	b = appendString(b, rec.ProjectID)
-	for _, f := range [...]struct{ name, v string }{{`,"session":`, rec.Session}, {`,"server":`, rec.Server}, {`,"tool":`, rec.Tool}} {
+	for _, f := range [...]struct{ name, v string }{{`,"session":`, rec.Session}, {`,"server":`, rec.Server}, {`,"tool":`, rec.Tool}, {`,"kind":`, rec.Kind}} {
 		if f.v != "" {
 			b = append(b, f.name...)
 			b = appendString(b, f.v)
@@ -137,7 +138,7 @@ func appendLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 
 // marshalLine is appendLine by encoding/json.
 func marshalLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
-	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool,
+	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool, Kind: rec.Kind,
 		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt}
 	if rec.Arguments != nil {
 		a := string(rec.Arguments)
@@ -187,7 +188,7 @@ func decodeLine(b []byte) (switchboard.ToolCallRecord, error) {
 	if err := json.Unmarshal(b, &l); err != nil {
 		return switchboard.ToolCallRecord{}, err
 	}
-	rec := switchboard.ToolCallRecord{RecordID: l.RecordID, ProjectID: l.ProjectID, Session: l.Session, Server: l.Server, Tool: l.Tool,
+	rec := switchboard.ToolCallRecord{RecordID: l.RecordID, ProjectID: l.ProjectID, Session: l.Session, Server: l.Server, Tool: l.Tool, Kind: l.Kind,
 		Outcome: l.Outcome, Code: l.Code, Duration: time.Duration(l.Duration), StartedAt: l.StartedAt}
 	if l.Arguments != nil {
 		rec.Arguments = json.RawMessage(*l.Arguments)

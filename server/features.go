@@ -173,8 +173,10 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 	case "resources/subscribe", "resources/unsubscribe":
 		return s.subscribe(ctx, f, session, m.Method, params)
 	}
-	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer})
-	s.observeFeature(session, m.Method, params, err, start)
+	server := ""
+	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer,
+		Routed: func(name string) { server = name }})
+	s.observeFeature(session, server, m.Method, params, err, start)
 	if err != nil {
 		rpc := switchboard.ToRPCError(err)
 		s.reqLog(ctx).Info("request failed", "method", m.Method, "code", rpc.Code, "err", err, "duration", time.Since(start))
@@ -192,7 +194,7 @@ type FeatureObserver interface {
 // observeFeature reports a prompts/get or resources/read to the Observer
 // when it records them (FeatureObserver): the prompt's name or the URI
 // stands where a tool call's name does.
-func (s *Server) observeFeature(session, method string, params json.RawMessage, err error, start time.Time) {
+func (s *Server) observeFeature(session, server, method string, params json.RawMessage, err error, start time.Time) {
 	fo, ok := s.opts.Observer.(FeatureObserver)
 	if !ok || (method != "prompts/get" && method != "resources/read") {
 		return
@@ -207,7 +209,7 @@ func (s *Server) observeFeature(session, method string, params json.RawMessage, 
 	if method == "resources/read" {
 		kind, name = "resource", p.URI
 	}
-	rec := switchboard.ToolCallRecord{ProjectID: s.opts.Project, Session: session, Tool: name, Arguments: p.Args,
+	rec := switchboard.ToolCallRecord{ProjectID: s.opts.Project, Session: session, Server: server, Tool: name, Arguments: p.Args,
 		Outcome: switchboard.OutcomeOK, Duration: time.Since(start), StartedAt: start}
 	if err != nil {
 		rec.Outcome, rec.Code = switchboard.OutcomeError, switchboard.RPCCode(err)

@@ -380,7 +380,7 @@ func (m *Manager) Feature(ctx context.Context, req switchboard.FeatureRequest) (
 		if err != nil {
 			return nil, err
 		}
-		return m.forward(ctx, e.server, req.Method, params, req.Client)
+		return m.forward(ctx, e.server, req.Method, params, req)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		var p struct {
 			URI string `json:"uri"`
@@ -397,7 +397,7 @@ func (m *Manager) Feature(ctx context.Context, req switchboard.FeatureRequest) (
 		if err != nil {
 			return nil, err
 		}
-		return m.forward(ctx, server, req.Method, params, req.Client)
+		return m.forward(ctx, server, req.Method, params, req)
 	case "completion/complete":
 		var p struct {
 			Ref struct {
@@ -427,7 +427,7 @@ func (m *Manager) Feature(ctx context.Context, req switchboard.FeatureRequest) (
 			if err != nil {
 				return nil, err
 			}
-			return m.forward(ctx, e.server, req.Method, params, req.Client)
+			return m.forward(ctx, e.server, req.Method, params, req)
 		case "ref/resource":
 			server := ""
 			if i, ok := fc.templateIdx[p.Ref.URI]; ok {
@@ -442,7 +442,7 @@ func (m *Manager) Feature(ctx context.Context, req switchboard.FeatureRequest) (
 			if err != nil {
 				return nil, err
 			}
-			return m.forward(ctx, server, req.Method, params, req.Client)
+			return m.forward(ctx, server, req.Method, params, req)
 		}
 		return nil, switchboard.Errorf(switchboard.ErrInvalid, `ref.type must be "ref/prompt" or "ref/resource"`)
 	}
@@ -542,7 +542,10 @@ func setMember(params json.RawMessage, key string, value json.RawMessage) (json.
 // forward sends one request to server and returns its raw result,
 // connecting it if needed, bounded by its call timeout, with client as
 // the peer of requests the server makes meanwhile.
-func (m *Manager) forward(ctx context.Context, server, method string, params json.RawMessage, client switchboard.ClientPeer) (json.RawMessage, error) {
+func (m *Manager) forward(ctx context.Context, server, method string, params json.RawMessage, req switchboard.FeatureRequest) (json.RawMessage, error) {
+	if req.Routed != nil {
+		req.Routed(server)
+	}
 	m.mu.Lock()
 	u := m.byName[server]
 	m.mu.Unlock()
@@ -550,7 +553,7 @@ func (m *Manager) forward(ctx context.Context, server, method string, params jso
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", server)
 	}
 	ctx, span := startHop(ctx, u.spec, method)
-	res, err := u.request(ctx, method, params, client)
+	res, err := u.request(ctx, method, params, req.Client)
 	endHop(span, err)
 	return res, err
 }

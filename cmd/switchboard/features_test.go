@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,6 +331,21 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// The call log records them like calls, with their kind and server.
+	type logged struct{ Server, Tool, Kind, Outcome string }
+	want := []logged{{"clash", "clash:doc", "resource", "ok"}, {"every", "greet", "prompt", "ok"}}
+	eventually(t, opTimeout, func() (bool, string) {
+		var page struct{ Calls []logged }
+		body := get(t, g.url+"/api/v1/projects/default/tool-calls?limit=1000")
+		_ = json.Unmarshal([]byte(body), &page)
+		found := 0
+		for _, w := range want {
+			if slices.Contains(page.Calls, w) {
+				found++
+			}
+		}
+		return found == len(want), body
+	})
 	st := get(t, g.url+"/")
 	if !strings.Contains(st, `"shadowed_prompts": [`) || !strings.Contains(st, `"shadowed_resources": [`) {
 		t.Errorf("status does not report the shadowed prompt and resource:\n%s", st)

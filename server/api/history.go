@@ -80,7 +80,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]apiclient.Call, len(page.Calls))
 	for i, c := range page.Calls {
-		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
+		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Kind: c.Kind, Arguments: c.Arguments,
 			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
 	}
 	writeJSON(w, http.StatusOK, apiclient.CallPage{Calls: out, Next: page.Next})

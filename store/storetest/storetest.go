@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) switchboard.Store) {
 		{"ImportManifestErrors", testImportManifestErrors},
 		{"Workspaces", testWorkspaces},
 		{"ToolCallsFilters", testToolCallsFilters},
+		{"ToolCallsKind", testToolCallsKind},
 		{"ToolCallsPaging", testToolCallsPaging},
 		{"ToolCallsErrors", testToolCallsErrors},
 		{"ToolCallsConcurrent", testToolCallsConcurrent},
@@ -743,6 +744,31 @@ func testToolCallsFilters(t *testing.T, s switchboard.Store) {
 func withLimit(f switchboard.ToolCallFilter, n int) switchboard.ToolCallFilter {
 	f.Limit = n
 	return f
+}
+
+// testToolCallsKind: a prompt get and a resource read are logged like
+// calls and come back with their kind; a tool call has none.
+func testToolCallsKind(t *testing.T, s switchboard.Store) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	batch := []switchboard.ToolCallRecord{
+		call("kinds", "fs", "read", base),
+		{ProjectID: "kinds", Server: "fs", Tool: "greet", Kind: switchboard.KindPrompt, Outcome: switchboard.OutcomeOK, StartedAt: base.Add(time.Second)},
+		{ProjectID: "kinds", Server: "fs", Tool: "file:///a", Kind: switchboard.KindResource, Outcome: switchboard.OutcomeError, Code: -32002, StartedAt: base.Add(2 * time.Second)},
+	}
+	check(t, s.InsertToolCalls(ctx(t), batch))
+	page := must(s.ListToolCalls(ctx(t), switchboard.ToolCallFilter{ProjectID: "kinds"}))(t)
+	var got []string
+	for _, c := range page.Calls {
+		got = append(got, c.Tool+":"+c.Kind)
+	}
+	if diff := cmp.Diff([]string{"file:///a:resource", "greet:prompt", "read:"}, got); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
+	}
+	bad := call("kinds", "fs", "x", base)
+	bad.Kind = "template"
+	if err := s.InsertToolCalls(ctx(t), []switchboard.ToolCallRecord{bad}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Errorf("unknown kind: %v, want ErrInvalid", err)
+	}
 }
 
 func testToolCallsPaging(t *testing.T, s switchboard.Store) {

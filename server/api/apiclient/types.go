@@ -89,10 +89,14 @@ type Token struct {
 
 // Call is one logged tool call (GET .../tool-calls).
 type Call struct {
-	ID         int64           `json:"id"`
-	Session    string          `json:"session"`
-	Server     string          `json:"server"`
-	Tool       string          `json:"tool"`
+	ID      int64  `json:"id"`
+	Session string `json:"session"`
+	Server  string `json:"server"`
+	Tool    string `json:"tool"`
+	// Kind is "prompt" for a prompts/get (Tool is the prompt's name) and
+	// "resource" for a resources/read (Tool is the URI); absent for a
+	// tool call.
+	Kind       string          `json:"kind,omitempty"`
 	Arguments  json.RawMessage `json:"arguments"`
 	Outcome    string          `json:"outcome"` // ok, tool_error or error
 	Code       int             `json:"code,omitempty"`
