@@ -27,7 +27,7 @@ func main() {
 	flag.Parse()
 	s := mcp.NewServer(&mcp.Implementation{Name: "clash", Version: "1"}, &mcp.ServerOptions{
 		// One item a page: every list the gateway reads is paginated.
-		PageSize: 1,
+		PageSize:           1,
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
