@@ -91,8 +91,12 @@ type Spec struct {
 	Mounts       []Mount
 	// Binds are host directories from operator configuration (see Bind);
 	// hosted servers never set it.
-	Binds       []Bind
-	Runtime     string        // "" is the engine's default; "runsc" for gVisor
+	Binds []Bind
+	// Runtime is "" for the engine's default, or a runtime it lists (see
+	// ChooseRuntime). Under gVisor PidsLimit and MemoryBytes stay the
+	// guest's, and the host's limits are raised by the sandbox's own (see
+	// gvisorHostLimits): gVisor keeps neither inside, so its callers do.
+	Runtime     string
 	StopTimeout time.Duration // default 10s
 	// DiskQuota must be set by the caller from Info when DiskBytes should
 	// be applied; the engine does not probe on every create.
@@ -114,6 +118,10 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	pids := s.PidsLimit
 	if pids <= 0 {
 		pids = defaultPidsLimit
+	}
+	mem := s.MemoryBytes
+	if info, ok := e.KnownInfo(); ok && s.Runtime != "" && info.isGVisor(s.Runtime) {
+		pids, mem = gvisorHostLimits(pids, mem)
 	}
 	network := s.Network
 	if network == "" {
@@ -140,12 +148,12 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 		Runtime:        s.Runtime,
 		Resources: container.Resources{
 			NanoCPUs:  s.NanoCPUs,
-			Memory:    s.MemoryBytes,
+			Memory:    mem,
 			PidsLimit: &pids,
 		},
 	}
-	if s.MemoryBytes > 0 {
-		hc.Resources.MemorySwap = s.MemoryBytes
+	if mem > 0 {
+		hc.Resources.MemorySwap = mem
 	}
 	if s.DiskBytes > 0 && s.DiskQuota {
 		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(s.DiskBytes, 10)}
@@ -519,4 +527,30 @@ func (c *capped) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return string(c.b)
+}
+
+// gVisor's sandbox in host terms, measured on the ptrace platform: about
+// 40 host tasks for the Sentry and gofer at rest, then each guest process
+// is a stub process of its own with its threads (50 sleeping processes
+// took 422 host tasks), and the Sentry's memory beside the guest's. A
+// fork bomb overshoots the guest's limit (kept by polling) before it is
+// stopped: the host's limit leaves room for several times the guest's processes.
+const (
+	gvisorTasksPerProcess = 48
+	gvisorSentryTasks     = 256
+	gvisorSentryMemory    = 256 << 20
+)
+
+// gvisorHostLimits turns a guest's process and memory limits into the
+// host limits of its gVisor sandbox. Hitting the host's process limit
+// crashes the Sentry (the whole container ends, exit 2), and its memory
+// limit OOM-kills the Sentry; so the host limits are the guest's plus
+// what the sandbox itself uses, and the guest's are kept inside by the
+// caller (the sandbox's supervisor: RLIMIT_AS and a process count).
+func gvisorHostLimits(pids, mem int64) (int64, int64) {
+	pids = pids*gvisorTasksPerProcess + gvisorSentryTasks
+	if mem > 0 {
+		mem += gvisorSentryMemory
+	}
+	return pids, mem
 }

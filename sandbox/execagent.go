@@ -30,10 +30,59 @@ import (
 // (a background process still holding them keeps the call open until
 // the timeout, as with docker exec). argv[1] is the per-file size limit
 // in bytes (RLIMIT_FSIZE, inherited by every program).
+//
+// Under gVisor two more limits are kept here, as the kernel keeps them
+// under runc (see gvisorLimits): argv[2], when not 0, is each program's
+// address-space limit (RLIMIT_AS), so a memory bomb gets ENOMEM instead
+// of the host's OOM killer ending the whole sandbox; argv[3], when not 0,
+// is the session's process limit: a watchdog counts the processes every
+// 20 ms while a program runs and, beyond it, kills every process of the
+// program with the most (its process group), saying so on its stderr;
+// the program's exit is then SIGKILL's (137), not a timeout. Processes
+// left once no program runs (forked while their group was killed) are
+// killed by session.
 const supervisorPy = `
-import base64, json, os, resource, signal, subprocess, sys, threading
+import base64, json, os, resource, signal, subprocess, sys, threading, time
 lim = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
+aslim = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+maxp = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+def limit_as():
+    resource.setrlimit(resource.RLIMIT_AS, (aslim, aslim))
+capped = set()
+mysid = os.getsid(0)
+def sessions():
+    by = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit(): continue
+        try:
+            with open("/proc/%s/stat" % d) as f: st = f.read()
+            sid = int(st[st.rindex(")") + 2:].split()[3])
+        except (OSError, ValueError, IndexError): continue
+        by.setdefault(sid, []).append(int(d))
+    return by
+def cull():
+    while True:
+        time.sleep(0.02)
+        try: n = sum(1 for d in os.listdir("/proc") if d.isdigit())
+        except OSError: continue
+        if n <= maxp: continue
+        running = list(procs.items())
+        if running:
+            if len(running) > 1:
+                by = sessions()
+                running.sort(key=lambda ip: len(by.get(ip[1].pid, ())))
+            i, p = running[-1]
+            capped.add(i)
+            killpg(p)
+            continue
+        # Left over from an ended program (a child forked while its group
+        # was killed): every process of every program's session goes.
+        for sid, pids in sessions().items():
+            if sid in (mysid, 0, 1): continue
+            for q in pids:
+                try: os.kill(q, signal.SIGKILL)
+                except OSError: pass
 out = sys.stdout.buffer
 wlock = threading.Lock()
 procs = {}
@@ -60,7 +109,7 @@ def run(r):
     env = dict(os.environ); env.update(r.get("v") or {})
     stdin = r.get("i")
     try:
-        p = subprocess.Popen(r["a"], cwd=r.get("d") or "/workspace", env=env, start_new_session=True,
+        p = subprocess.Popen(r["a"], cwd=r.get("d") or "/workspace", env=env, start_new_session=True, preexec_fn=limit_as if aslim else None,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as e:
         code = 126 if e.filename == (r.get("d") or "/workspace") else 127
@@ -80,7 +129,12 @@ def run(r):
     for t in ts: t.join()
     tm.cancel()
     procs.pop(i, None)
+    if i in capped:
+        capped.discard(i)
+        if not timed[0]:
+            send({"id": i, "e": base64.b64encode(("switchboard: more than %d processes in the session; every process of this program was killed\n" % maxp).encode()).decode()})
     send({"id": i, "x": code if code >= 0 else 128 - code, "t": timed[0]})
+if maxp: threading.Thread(target=cull, daemon=True).start()
 send({"ready": 1})
 for line in sys.stdin.buffer:
     try: r = json.loads(line)
@@ -96,8 +150,10 @@ for line in sys.stdin.buffer:
 // supervisorCmd starts the supervisor when the image has python3, and
 // otherwise just keeps the container alive: executions then fall back to
 // docker exec.
-func supervisorCmd(fileBytes int64) []string {
-	return []string{"sh", "-c", `command -v python3 >/dev/null 2>&1 && exec python3 -u -c "$0" "$1"; exec sleep infinity`, supervisorPy, itoa(fileBytes)}
+// Under gVisor, asBytes and maxProcs are the limits it keeps itself (0:
+// none).
+func supervisorCmd(fileBytes, asBytes, maxProcs int64) []string {
+	return []string{"sh", "-c", `command -v python3 >/dev/null 2>&1 && exec python3 -u -c "$0" "$1" "$2" "$3"; exec sleep infinity`, supervisorPy, itoa(fileBytes), itoa(asBytes), itoa(maxProcs)}
 }
 
 func itoa(n int64) string {

@@ -307,20 +307,6 @@ func (s *Service) chooseRuntime(ctx context.Context) (engine.RuntimeChoice, erro
 	return rt, nil
 }
 
-// gvisorLimits adapts a session's limits to gVisor: its sandbox (the
-// Sentry and, on the ptrace platform, one host thread per guest thread)
-// counts against the host's process limit, so the host limit is raised
-// by the Sentry's own threads and the guest's limit is kept by the
-// supervisor's RLIMIT_NPROC (see supervisorCmd).
-func gvisorLimits(spec *engine.Spec, lim flavorLimits) {
-	spec.PidsLimit = lim.pids + gvisorPidsOverhead
-}
-
-// gvisorPidsOverhead is the host processes and threads of a gVisor
-// sandbox beside its guest's: the Sentry's Go runtime threads, the gofer,
-// the ptrace stubs' own.
-const gvisorPidsOverhead = 256
-
 // flavorLimits are the resources of a flavor, capped by the machine.
 type flavorLimits struct {
 	nanoCPUs, memory, pids int64
@@ -460,7 +446,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	spec := engine.Spec{
 		Name:         "switchboard-" + x.id,
 		Image:        x.image,
-		Cmd:          supervisorCmd(s.fileBytes(x.flavor)),
+		Cmd:          supervisorCmd(s.fileBytes(x.flavor), 0, 0),
 		Stdin:        true,
 		User:         fmt.Sprintf("%d:%d", SandboxUID, SandboxUID),
 		WorkingDir:   "/workspace",
@@ -488,7 +474,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	}
 	spec.Runtime = rt.Runtime
 	if rt.GVisor {
-		gvisorLimits(&spec, lim)
+		spec.Cmd = supervisorCmd(s.fileBytes(x.flavor), lim.memory, lim.pids)
 	}
 	run, err := s.opts.Engine.Launch(ctx, spec, nil)
 	if err != nil {
