@@ -435,8 +435,8 @@ func (s *Server) newPeer(session string, send func([]byte) bool) switchboard.Cli
 		return nil
 	}
 	c := s.client(session)
-	if c == nil {
-		return nil
+	if c == nil || c.caps == (clientCaps{}) {
+		return nil // nothing to pass it: no allocation on the hot path
 	}
 	return &peer{s: s, session: session, caps: c.caps, send: send}
 }

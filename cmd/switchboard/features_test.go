@@ -690,3 +690,58 @@ func TestConsoleListsPromptsAndResources(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestStateIsBoundToItsClient: a 2026-07-28 client that declares
+// sampling gets an input_required round for the upstream's request; its
+// requestState is refused from another token of the same project and at
+// another project's endpoint, and the client that got it finishes the
+// call with it, once.
+func TestRequestStateIsBoundToItsClient(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	for _, p := range []string{"alpha", "beta"} {
+		admin.createProject(p)
+		admin.createServer(p, "clash", map[string]any{"command": clash})
+	}
+	tokA, tokA2, tokB := admin.createToken("alpha", "a").Token, admin.createToken("alpha", "a2").Token, admin.createToken("beta", "b").Token
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
+	call := func(project, token, extra string) *rpcReply {
+		c := newRaw(t, g.url+"/projects/"+project+"/mcp")
+		for k, v := range map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ask", "Authorization": "Bearer " + token} {
+			c.header.Set(k, v)
+		}
+		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"name":"q"},` + extra + meta + `}}`)
+	}
+	first := call("alpha", tokA, "")
+	var round struct {
+		ResultType    string `json:"resultType"`
+		RequestState  string `json:"requestState"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+	}
+	if err := json.Unmarshal(first.msg.Result, &round); err != nil || round.ResultType != "input_required" || round.RequestState == "" || len(round.InputRequests) != 1 {
+		t.Fatalf("first round: %d %s", first.Status, first.Body)
+	}
+	key := ""
+	for k, r := range round.InputRequests {
+		key = k
+		if r.Method != "sampling/createMessage" {
+			t.Errorf("input request %s", r.Method)
+		}
+	}
+	answer := `"requestState":"` + round.RequestState + `","inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"from a"}}},`
+	for _, tc := range []struct{ project, token string }{{"alpha", tokA2}, {"beta", tokB}} {
+		if rep := call(tc.project, tc.token, answer); rep.code() != -32602 {
+			t.Errorf("requestState used by %s with another token: %d %s", tc.project, rep.Status, rep.Body)
+		}
+	}
+	rep := call("alpha", tokA, answer)
+	if rep.code() != 0 || !strings.Contains(string(rep.msg.Result), `"from a"`) || !strings.Contains(string(rep.msg.Result), `"resultType":"complete"`) {
+		t.Errorf("the client's own retry: %d %s", rep.Status, rep.Body)
+	}
+	if rep := call("alpha", tokA, answer); rep.code() != -32602 {
+		t.Errorf("a requestState used twice: %d %s", rep.Status, rep.Body)
+	}
+}
