@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -200,14 +201,23 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 				return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "params must be an object"}
 			}
 		}
+		from := 0
 		if p.Cursor != nil && *p.Cursor != "" {
-			return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: tools/list returns every tool in one page"}
+			n, ok := parseCursor(*p.Cursor)
+			if !ok {
+				return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: "invalid cursor: pass the nextCursor of the previous page as it came"}
+			}
+			from = n
 		}
 		c := s.gw.Tools(ctx)
-		if own := s.sessionCatalog(session); own != nil {
-			return renderWithSession(c, own), nil
+		own := s.sessionCatalog(session)
+		if from == 0 && len(c.Tools) <= s.opts.ListPageSize {
+			if own != nil {
+				return renderWithSession(c, own), nil
+			}
+			return s.renderTools(c), nil // the hot path: one cached page
 		}
-		return s.renderTools(c), nil
+		return toolsPage(c, own, from, s.opts.ListPageSize), nil
 	case "tools/call":
 		var p callParams
 		ctx, span := s.startCallSpan(ctx, session)
@@ -400,6 +410,54 @@ func renderWithSession(c, own *switchboard.Catalog) []byte {
 		n++
 	}
 	return append(b, "]}"...)
+}
+
+// toolsPage renders one page of tools/list for a catalog longer than a
+// page: the project's tools from offset from, and on the last page the
+// session's own that no project tool shadows; nextCursor when more
+// follow.
+func toolsPage(c, own *switchboard.Catalog, from, size int) []byte {
+	all := make([]json.RawMessage, 0, len(c.Tools))
+	for _, t := range c.Tools {
+		all = append(all, t.Raw)
+	}
+	if own != nil {
+		for _, t := range own.Tools {
+			if _, taken := c.Lookup(t.Name); !taken {
+				all = append(all, t.Raw)
+			}
+		}
+	}
+	from = min(from, len(all))
+	to := min(from+size, len(all))
+	b := append(make([]byte, 0, 1024), `{"tools":[`...)
+	for i, raw := range all[from:to] {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
+	}
+	b = append(b, ']')
+	if to < len(all) {
+		b = append(b, `,"nextCursor":`...)
+		b = append(b, mustJSON(formatCursor(to))...)
+	}
+	return append(b, '}')
+}
+
+// A list cursor is an offset, opaque to clients: base64url of "o:<n>"
+// (the upstreams' prompts and resources lists use the same form).
+func formatCursor(n int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(n)))
+}
+
+func parseCursor(c string) (int, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !bytes.HasPrefix(b, []byte("o:")) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(b[2:]))
+	return n, err == nil && n >= 0
 }
 
 // renderTools returns the tools/list result for c, rendered once per

@@ -101,6 +101,9 @@ type Options struct {
 	// SessionTools, when set, serves the tools that one client session
 	// added to its own view (catalog servers it activated with mcp-add).
 	SessionTools SessionTools
+	// ListPageSize is how many tools one page of tools/list holds;
+	// default 1000 (a longer list comes in pages, with nextCursor).
+	ListPageSize int
 }
 
 // SessionTools are tools only one client session sees. They are listed
@@ -191,6 +194,9 @@ func New(gw Gateway, opts Options) *Server {
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 10000
+	}
+	if opts.ListPageSize <= 0 {
+		opts.ListPageSize = 1000
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 25 * time.Second

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// TestToolsListPages: a catalog longer than a page comes in pages whose
+// nextCursor leads to the next, every tool once, in order; a cursor the
+// gateway did not make is invalid params.
+func TestToolsListPages(t *testing.T) {
+	var tools []switchboard.Tool
+	var want []string
+	for i := range 5 {
+		n := "t" + strconv.Itoa(i)
+		tools = append(tools, switchboard.Tool{Name: n, Raw: json.RawMessage(`{"name":"` + n + `"}`)})
+		want = append(want, n)
+	}
+	s := New(fakeGateway{cat: switchboard.NewCatalog(1, tools)}, Options{ListPageSize: 2})
+	defer s.Shutdown(context.Background())
+	var got []string
+	params := json.RawMessage(`{}`)
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pages never end")
+		}
+		res, rpc := s.dispatchResult(context.Background(), "", &rpcMessage{Method: "tools/list", Params: params}, nil)
+		if rpc != nil {
+			t.Fatal(rpc)
+		}
+		var page struct {
+			Tools      []struct{ Name string }
+			NextCursor string
+		}
+		if err := json.Unmarshal(res, &page); err != nil {
+			t.Fatalf("%s: %v", res, err)
+		}
+		for _, tl := range page.Tools {
+			got = append(got, tl.Name)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		params = mustJSON(map[string]string{"cursor": page.NextCursor})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tools over pages (-want +got):\n%s", diff)
+	}
+	_, rpc := s.dispatchResult(context.Background(), "", &rpcMessage{Method: "tools/list", Params: json.RawMessage(`{"cursor":"bogus"}`)}, nil)
+	if rpc == nil || rpc.Code != switchboard.CodeInvalidParams {
+		t.Errorf("a foreign cursor: %v, want -32602", rpc)
+	}
+}
