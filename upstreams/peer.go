@@ -69,6 +69,11 @@ func (u *upstream) serverRequest(ctx context.Context, method string, params json
 		return nil, errNoClient(method, "switchboard does not offer it")
 	}
 	c, _ := ctx.Value(callerKey{}).(*caller)
+	if c == nil && u.spec.Transport == switchboard.TransportStreamableHTTP {
+		// It came on the session's own stream, not on a call's: no
+		// client request caused it.
+		return nil, errNoClient(method, "it was not sent on the response stream of a client's request")
+	}
 	if c == nil {
 		u.mu.Lock()
 		n := len(u.callers)
