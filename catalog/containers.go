@@ -105,6 +105,9 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	// removed here.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
 	defer cancel()
+	if err := o.pull(ctx, project, e); err != nil {
+		return nil, err
+	}
 	info, err := o.eng.Info(cctx)
 	if err != nil {
 		return nil, catalogErr(e, err)
@@ -162,6 +165,52 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 		return fail(switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q did not start: %s", e.Name, msg))
 	}
 	return &instance{entry: e, id: id, st: st, mgr: mgr, long: long}, nil
+}
+
+// pull makes e's image present as its pull policy says, with the
+// calling project's registry credentials. The wait ends with ctx (the
+// pull goes on for the next caller).
+func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry) error {
+	policy := engine.PullPolicy(e.PullPolicy)
+	if policy == "" {
+		policy = o.opts.PullPolicy
+	}
+	var auth *engine.RegistryAuth
+	if a := e.RegistryAuth; a != nil {
+		vals, err := o.opts.Secrets(ctx, project)
+		if err != nil {
+			return catalogErr(e, err)
+		}
+		lines, missing := hosted.ExpandEnv(map[string]string{"U": a.Username, "P": a.Password}, nil, vals)
+		if len(missing) > 0 {
+			return switchboard.Errorf(switchboard.ErrConfig, "catalog server %q: registryAuth needs secret %s of project %q, which is missing; set it first", e.Name, strings.Join(missing, ", "), project)
+		}
+		auth = &engine.RegistryAuth{}
+		for _, l := range lines {
+			if k, v, _ := strings.Cut(l, "="); k == "U" {
+				auth.Username = v
+			} else {
+				auth.Password = v
+			}
+		}
+	}
+	if err := o.eng.EnsureImage(ctx, e.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project}); err != nil {
+		if errors.Is(err, switchboard.ErrUnavailable) && !strings.Contains(err.Error(), "image") {
+			return catalogErr(e, err)
+		}
+		return switchboard.Errorf(kindOf(err), "catalog server %q: %s", e.Name, switchboard.Message(err))
+	}
+	return nil
+}
+
+// kindOf is err's sentinel among those a pull reports.
+func kindOf(err error) error {
+	for _, k := range []error{switchboard.ErrInvalid, switchboard.ErrNotFound, switchboard.ErrForbidden, switchboard.ErrTimeout, switchboard.ErrUnavailable, switchboard.ErrResourceLimit, switchboard.ErrConfig, switchboard.ErrCanceled} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return switchboard.ErrInternal
 }
 
 // catalogErr names the catalog server in an engine error, without the

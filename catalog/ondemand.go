@@ -33,7 +33,10 @@ type OnDemandOptions struct {
 	// EngineErr explains why there is no engine (a *switchboard.Error
 	// with a client-safe message).
 	EngineErr error
-	Catalog   *Catalog
+	// PullPolicy is the default for entries that set none ("" is
+	// if-not-present).
+	PullPolicy engine.PullPolicy
+	Catalog    *Catalog
 	// Secrets returns a project's decrypted secrets, for a catalog entry's
 	// secrets and `${NAME}` in its env values.
 	Secrets func(ctx context.Context, project string) (map[string]string, error)

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/hosted"
 )
 
@@ -61,6 +62,23 @@ type CatalogEntry struct {
 	// Runtime is the entry's container runtime ("auto" or a runtime name
 	// the engine lists); "" takes the gateway's setting.
 	Runtime string
+	// PullPolicy is the entry's pull policy; "" takes the gateway's.
+	PullPolicy string
+	// RegistryAuth are `${SECRET}` references to the calling project's
+	// secrets, the image registry's credentials; nil: none.
+	RegistryAuth *switchboard.RegistryAuth
+}
+
+// Refuse drops the entries whose image check fails (the gateway's image
+// allow-list), each with a warning naming the rule.
+func (c *Catalog) Refuse(check func(image string) error) {
+	c.Entries = slices.DeleteFunc(c.Entries, func(e *CatalogEntry) bool {
+		if err := check(e.Image); err != nil {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("catalog server %q refused: %s", e.Name, switchboard.Message(err)))
+			return true
+		}
+		return false
+	})
 }
 
 // CatalogVolume is a named volume of a catalog entry: it persists across
@@ -111,7 +129,12 @@ type catalogEntry struct {
 	DisableNetwork bool     `yaml:"disableNetwork"`
 	ReadOnlyRoot   bool     `yaml:"readOnlyRoot"` // ours, not Docker's: default false, as there
 	Runtime        string   `yaml:"runtime"`      // ours: "auto" or a runtime name; "" takes MCP_SERVER_CONTAINER_RUNTIME
-	Env            []struct {
+	PullPolicy     string   `yaml:"pullPolicy"`   // ours: if-not-present, always or never; "" takes MCP_SERVER_PULL_POLICY
+	RegistryAuth   *struct {
+		Username string `yaml:"username"`
+		Password string `yaml:"password"`
+	} `yaml:"registryAuth"` // ours: ${SECRET} references
+	Env []struct {
 		Name        string `yaml:"name"`
 		Value       string `yaml:"value"`
 		Example     any    `yaml:"example"`
@@ -230,6 +253,18 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 			return bad("runtime %q must be \"auto\" or a container runtime's name (\"runc\", \"runsc\")", switchboard.Clip(raw.Runtime))
 		}
 		e.Runtime = raw.Runtime
+	}
+	if raw.PullPolicy != "" {
+		if _, err := engine.ParsePullPolicy(raw.PullPolicy); err != nil {
+			return bad("pullPolicy %q: want if-not-present, always or never", switchboard.Clip(raw.PullPolicy))
+		}
+		e.PullPolicy = raw.PullPolicy
+	}
+	if a := raw.RegistryAuth; a != nil {
+		if !hosted.WholeRef.MatchString(a.Username) || !hosted.WholeRef.MatchString(a.Password) {
+			return bad("registryAuth takes the username and password from the calling project's secrets: write each as a ${NAME} reference")
+		}
+		e.RegistryAuth = &switchboard.RegistryAuth{Username: a.Username, Password: a.Password}
 	}
 	if len(raw.Command) > hosted.MaxArgs {
 		return bad("at most %d command arguments", hosted.MaxArgs)

@@ -201,7 +201,7 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 		}
 	}
 	if a := reg.RegistryAuth; a != nil {
-		if !wholeRef.MatchString(a.Username) || !wholeRef.MatchString(a.Password) {
+		if !WholeRef.MatchString(a.Username) || !WholeRef.MatchString(a.Password) {
 			return p, invalid("hosted server %q: registry_auth takes the username and password from the project's secrets: write each as a ${NAME} reference, such as {\"username\": \"${REGISTRY_USER}\", \"password\": \"${REGISTRY_TOKEN}\"}", n)
 		}
 	}
@@ -210,8 +210,8 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	return p, nil
 }
 
-// wholeRef is a value that is exactly one `${NAME}` reference.
-var wholeRef = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
+// WholeRef is a value that is exactly one `${NAME}` reference.
+var WholeRef = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
 
 // refValues are the registration's values that may reference secrets:
 // its environment, and its registry credentials.

@@ -40,11 +40,14 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 	if err != nil {
 		return nil, fmt.Errorf("MCP_SERVER_CATALOG %s: %w", cfg.Hosted.Catalog, err)
 	}
+	if eng != nil {
+		cat.Refuse(eng.CheckImage) // MCP_SERVER_IMAGE_ALLOW, MCP_SERVER_IMAGE_REQUIRE_DIGEST
+	}
 	for _, w := range cat.Warnings {
 		log.Warn(w, "catalog", cfg.Hosted.Catalog)
 	}
 	opts := catalog.OnDemandOptions{
-		Catalog: cat, WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers,
+		Catalog: cat, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy), WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers,
 		Version: version, CallTimeout: cfg.CallTimeout, MaxMessageBytes: cfg.MaxMessageBytes, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
 		Secrets: func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
 		Notify:  func(p, s string) { hub().SessionToolsChanged(p, s) },
