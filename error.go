@@ -88,3 +88,14 @@ func Clip(s string) string {
 	}
 	return strings.ToValidUTF8(s[:max], "") + "…"
 }
+
+// KindOf is the sentinel err was made with (Errorf's kind), so it can be
+// rewrapped with a message of the caller's; ErrInternal for any other
+// error.
+func KindOf(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind != nil {
+		return e.Kind
+	}
+	return ErrInternal
+}

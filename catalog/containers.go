@@ -198,19 +198,9 @@ func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry) er
 		if errors.Is(err, switchboard.ErrUnavailable) && !strings.Contains(err.Error(), "image") {
 			return catalogErr(e, err)
 		}
-		return switchboard.Errorf(kindOf(err), "catalog server %q: %s", e.Name, switchboard.Message(err))
+		return switchboard.Errorf(switchboard.KindOf(err), "catalog server %q: %s", e.Name, switchboard.Message(err))
 	}
 	return nil
-}
-
-// kindOf is err's sentinel among those a pull reports.
-func kindOf(err error) error {
-	for _, k := range []error{switchboard.ErrInvalid, switchboard.ErrNotFound, switchboard.ErrForbidden, switchboard.ErrTimeout, switchboard.ErrUnavailable, switchboard.ErrResourceLimit, switchboard.ErrConfig, switchboard.ErrCanceled} {
-		if errors.Is(err, k) {
-			return k
-		}
-	}
-	return switchboard.ErrInternal
 }
 
 // catalogErr names the catalog server in an engine error, without the

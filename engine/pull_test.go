@@ -47,15 +47,6 @@ func pushRandom(t *testing.T, e *engine.Engine, reg *registrytest.Registry, name
 	return ref
 }
 
-func kindOf(err error) error {
-	for _, k := range []error{switchboard.ErrInvalid, switchboard.ErrNotFound, switchboard.ErrForbidden, switchboard.ErrTimeout, switchboard.ErrUnavailable, switchboard.ErrResourceLimit} {
-		if errors.Is(err, k) {
-			return k
-		}
-	}
-	return nil
-}
-
 func TestPullFromRegistry(t *testing.T) {
 	e := enginetest.New(t)
 	reg := registrytest.Start(t, "", "")
@@ -162,7 +153,7 @@ func TestPullFromRegistry(t *testing.T) {
 		for _, c := range cases {
 			e.SetImageRules(c.rules)
 			err := e.EnsureImage(ctx, c.ref, engine.PullOptions{Policy: c.policy})
-			if kindOf(err) != c.want || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), c.ref) {
+			if switchboard.KindOf(err) != c.want || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), c.ref) {
 				t.Errorf("%s: %v; want %v saying %q and naming the image", c.name, err, c.want, c.says)
 			}
 			if ok, _ := e.ImageExists(ctx, c.ref); ok {

@@ -271,6 +271,8 @@ func (s *Service) probeEngine(ctx context.Context) Status {
 			st.Images[t] = "unknown: " + switchboard.Message(engineError(err))
 		case ok:
 			st.Images[t] = "present: " + ref
+		case FromRegistry(ref) && s.opts.PullPolicy != engine.PullNever:
+			st.Images[t] = "to pull: " + ref + " (at the first session)"
 		default:
 			st.Images[t] = "missing: " + ref + "; run `switchboard sandbox build-image` and set " + variable
 		}

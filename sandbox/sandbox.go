@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ type Engine interface {
 	Ping(ctx context.Context) error
 	Info(ctx context.Context) (engine.Info, error)
 	ImageExists(ctx context.Context, ref string) (bool, error)
+	EnsureImage(ctx context.Context, ref string, opts engine.PullOptions) error
 	ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string) error
 	Create(ctx context.Context, s engine.Spec) (string, error)
 	Start(ctx context.Context, id string) error
@@ -62,10 +64,13 @@ type Volume struct {
 
 // Options configure a Service. Zero durations and limits take defaults.
 type Options struct {
-	Engine         Engine
-	Store          switchboard.WorkspaceStore // nil: workspaces are not recorded
-	ImagePython    string
-	ImageNode      string
+	Engine      Engine
+	Store       switchboard.WorkspaceStore // nil: workspaces are not recorded
+	ImagePython string
+	ImageNode   string
+	// PullPolicy is how images that name a registry are pulled ("" is
+	// if-not-present).
+	PullPolicy     engine.PullPolicy
 	SessionTimeout time.Duration // idle time before a session is stopped; default 30m
 	MaxSessions    int           // per project; default 10
 	DefaultTimeout time.Duration // of one execution; default 30s
@@ -468,6 +473,13 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 		}
 		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
+	if FromRegistry(x.image) {
+		// An image that names its registry (one `sandbox build-image
+		// --push` published) is pulled as the pull policy says.
+		if err := s.opts.Engine.EnsureImage(ctx, x.image, engine.PullOptions{Policy: s.opts.PullPolicy}); err != nil {
+			return "", nil, switchboard.Errorf(switchboard.KindOf(err), "sandbox image for template %s (%s): %s", x.template, variable, switchboard.Message(err))
+		}
+	}
 	rt, err := s.chooseRuntime(ctx)
 	if err != nil {
 		return "", nil, err
@@ -723,6 +735,14 @@ func (s *Service) forget(ctx context.Context, x *session) {
 		}
 	}
 	s.log.Warn("sandbox: the session's container and workspace volume were removed outside the gateway; session forgotten", "project", x.project, "sandbox_session", x.id, "workspace", x.workspaceID)
+}
+
+// FromRegistry reports whether an image reference names its registry
+// (its first part has a dot or a port, or is localhost): such an image
+// is pulled when missing; a bare name is one built on the engine.
+func FromRegistry(ref string) bool {
+	first, _, ok := strings.Cut(ref, "/")
+	return ok && (strings.ContainsAny(first, ".:") || first == "localhost")
 }
 
 // missingImage says how to get image, which what (a template, a copy)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -18,12 +19,15 @@ import (
 
 const sandboxUsage = `Usage:
   switchboard sandbox enable | disable   serve the project's sandbox tools, or not (admin API)
-  switchboard sandbox build-image [--cache-dir DIR] [--no-latest]
+  switchboard sandbox build-image [--cache-dir DIR] [--no-latest] [--push REGISTRY]
       assemble the sandbox image (python3, node, sh/bash, coreutils) from Debian's
       packages with apt-get and dpkg-deb, import it into the Docker engine
       (DOCKER_HOST) as switchboard-sandbox:<content hash>, and point
       switchboard-sandbox:latest (the default MCP_SERVER_SANDBOX_IMAGE_PYTHON
-      and _NODE) at it. An image already present is reused.
+      and _NODE) at it. An image already present is reused. --push REGISTRY
+      (host:port[/path]) also pushes it there as REGISTRY/switchboard-sandbox:<hash>
+      (credentials: SWITCHBOARD_REGISTRY_USER and SWITCHBOARD_REGISTRY_PASSWORD),
+      and prints the name other gateways set MCP_SERVER_SANDBOX_IMAGE_* to: they pull it.
 `
 
 // runSandbox runs the local `switchboard sandbox ...` commands: they talk
@@ -47,6 +51,7 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 	fs.SetOutput(stderr)
 	cacheDir := fs.String("cache-dir", "", "where downloaded .deb files are kept (default: the user cache directory)")
 	noLatest := fs.Bool("no-latest", false, "do not move switchboard-sandbox:latest to the new image")
+	push := fs.String("push", "", "also push the image to `REGISTRY` (host:port[/path])")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -82,8 +87,39 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		fmt.Fprintf(stdout, "%s now points to it (the default of MCP_SERVER_SANDBOX_IMAGE_PYTHON and MCP_SERVER_SANDBOX_IMAGE_NODE)\n", latest)
-	} else {
+	} else if *push == "" {
 		fmt.Fprintf(stdout, "set MCP_SERVER_SANDBOX_IMAGE_PYTHON=%s and MCP_SERVER_SANDBOX_IMAGE_NODE=%s\n", res.Ref, res.Ref)
 	}
+	if *push != "" {
+		return pushSandboxImage(ctx, e, res.Ref, *push, getenv, stdout)
+	}
+	return nil
+}
+
+// pushSandboxImage tags ref for registry and pushes it, with the
+// credentials of SWITCHBOARD_REGISTRY_USER and _PASSWORD when set, and
+// prints the pushed name (by digest) for the other gateways' settings.
+func pushSandboxImage(ctx context.Context, e *engine.Engine, ref, registry string, getenv func(string) string, stdout io.Writer) error {
+	registry = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(registry, "https://"), "http://"), "/")
+	_, tag, _ := strings.Cut(ref, ":")
+	target := registry + "/" + sandbox.ImageRepository + ":" + tag
+	if err := e.CheckImage(target); err != nil {
+		return fmt.Errorf("--push %s: %s", registry, switchboard.Message(err))
+	}
+	if err := e.TagImage(ctx, ref, target); err != nil {
+		return err
+	}
+	var auth *engine.RegistryAuth
+	if u := getenv("SWITCHBOARD_REGISTRY_USER"); u != "" {
+		auth = &engine.RegistryAuth{Username: u, Password: getenv("SWITCHBOARD_REGISTRY_PASSWORD")}
+	}
+	if err := e.PushImage(ctx, target, auth); err != nil {
+		return err
+	}
+	name := target
+	if d, err := e.ImageDigest(ctx, target); err == nil && d != "" {
+		name = d
+	}
+	fmt.Fprintf(stdout, "pushed %s\non every gateway: MCP_SERVER_SANDBOX_IMAGE_PYTHON=%s MCP_SERVER_SANDBOX_IMAGE_NODE=%s (pulled at the first session)\n", target, name, name)
 	return nil
 }

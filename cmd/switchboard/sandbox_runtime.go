@@ -60,7 +60,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 		size = -1
 	}
 	svc := sandbox.New(sandbox.Options{
-		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode,
+		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
 		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention, WorkspaceBytes: size,
 		Logger: log.With("component", "sandbox"),
