@@ -95,7 +95,7 @@ type Spec struct {
 	// Runtime is "" for the engine's default, or a runtime it lists (see
 	// ChooseRuntime). Under gVisor PidsLimit and MemoryBytes stay the
 	// guest's, and the host's limits are raised by the sandbox's own (see
-	// gvisorHostLimits): gVisor keeps neither inside, so its callers do.
+	// GVisorHostLimits): gVisor keeps neither inside, so its callers do.
 	Runtime     string
 	StopTimeout time.Duration // default 10s
 	// DiskQuota must be set by the caller from Info when DiskBytes should
@@ -121,7 +121,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	}
 	mem := s.MemoryBytes
 	if info, ok := e.KnownInfo(); ok && s.Runtime != "" && info.isGVisor(s.Runtime) {
-		pids, mem = gvisorHostLimits(pids, mem)
+		pids, mem = GVisorHostLimits(pids, mem)
 	}
 	network := s.Network
 	if network == "" {
@@ -538,16 +538,16 @@ func (c *capped) String() string {
 const (
 	gvisorTasksPerProcess = 48
 	gvisorSentryTasks     = 256
-	gvisorSentryMemory    = 256 << 20
+	gvisorSentryMemory    = 128 << 20
 )
 
-// gvisorHostLimits turns a guest's process and memory limits into the
-// host limits of its gVisor sandbox. Hitting the host's process limit
+// GVisorHostLimits turns a guest's process and memory limits into the
+// host limits of its gVisor sandbox (what the container's cgroup gets). Hitting the host's process limit
 // crashes the Sentry (the whole container ends, exit 2), and its memory
 // limit OOM-kills the Sentry; so the host limits are the guest's plus
 // what the sandbox itself uses, and the guest's are kept inside by the
 // caller (the sandbox's supervisor: RLIMIT_AS and a process count).
-func gvisorHostLimits(pids, mem int64) (int64, int64) {
+func GVisorHostLimits(pids, mem int64) (int64, int64) {
 	pids = pids*gvisorTasksPerProcess + gvisorSentryTasks
 	if mem > 0 {
 		mem += gvisorSentryMemory

@@ -75,8 +75,9 @@ type Options struct {
 	// runtime name the engine lists (see ChooseRuntime).
 	Runtime string
 	// ProbeImage is the image the runtime probe runs in (it needs a
-	// shell, coreutils and python3: the sandbox image); "" leaves runtimes
-	// unprobed, so auto does not use them.
+	// shell, coreutils and python3: the sandbox image); with "" auto
+	// always takes the engine's default runtime, and a named one is used
+	// unprobed.
 	ProbeImage string
 	// Prefer is the runtime auto prefers; "" is RuntimeGVisor. Tests
 	// name a deliberately broken runtime here to see auto fall back.

@@ -108,7 +108,9 @@ func (e *Engine) ChooseRuntime(ctx context.Context, override string, needs Runti
 	}
 	if want == RuntimeAuto {
 		pref := e.rt.prefer
-		if !info.HasRuntime(pref) {
+		// Without a probe image auto never takes gVisor: an engine made
+		// that way (a command's, a test's) wants the default.
+		if !info.HasRuntime(pref) || e.rt.probeImage == "" {
 			return RuntimeChoice{Name: def}, nil
 		}
 		res, err := e.probeRuntime(ctx, info, pref)

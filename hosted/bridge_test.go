@@ -313,6 +313,22 @@ func TestHTTPServerInContainer(t *testing.T) {
 	}
 }
 
+// TestHTTPServerNeverAnswering: an HTTP server whose port never answers
+// (it listens elsewhere) does not stay starting: after StartTimeout its
+// status is failed with the connect error, and it stays registered.
+func TestHTTPServerNeverAnswering(t *testing.T) {
+	timing := fastTiming()
+	timing.StartTimeout, timing.ConnectTimeout = time.Second, 500*time.Millisecond
+	e := newEnv(t, nil, nil, timing)
+	e.start()
+	e.register(switchboard.HostedRegistration{Name: "deaf", StdioBridge: new(false), Port: 8001, Network: "bridge",
+		Environment: map[string]string{"MCPFIXTURE_HTTP": ":8000"}})
+	st := e.wait("deaf", "failed", isStatus(switchboard.HostedFailed))
+	if !strings.Contains(st.LastError, "did not answer initialize within 1s") {
+		t.Errorf("last_error = %q", st.LastError)
+	}
+}
+
 // TestRecoversAfterCrashLoop: a server that crash-loops into backoff and
 // then starts fine is running and callable again, even after clients
 // called it during the backoff.

@@ -146,7 +146,13 @@ func TestRegisterHardenedContainerAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if state.NanoCPUs != 250_000_000 || state.MemoryBytes != 64<<20 || state.PidsLimit != hosted.DefaultPids ||
+	// Under gVisor the container's cgroup also holds the sandbox's own
+	// tasks and memory.
+	pids, mem := int64(hosted.DefaultPids), int64(64<<20)
+	if strings.Contains(state.Runtime, "runsc") {
+		pids, mem = engine.GVisorHostLimits(pids, mem)
+	}
+	if state.NanoCPUs != 250_000_000 || state.MemoryBytes != mem || state.PidsLimit != pids ||
 		!state.ReadOnlyRoot || !state.Init || state.NetworkMode != "none" || !state.Running {
 		t.Errorf("container limits/hardening = %+v", state)
 	}

@@ -138,6 +138,9 @@ func New(opts Options) *Service {
 	if t.ShutdownTimeout <= 0 {
 		t.ShutdownTimeout = def.ShutdownTimeout
 	}
+	if t.StartTimeout <= 0 {
+		t.StartTimeout = def.StartTimeout
+	}
 	if t.Heartbeat < 0 {
 		t.Heartbeat = 0
 	}

@@ -44,6 +44,12 @@ type Timing struct {
 	PingTimeout time.Duration
 	// ConnectTimeout bounds re-initializing a restarted server.
 	ConnectTimeout time.Duration
+	// StartTimeout is how long a started container may go without its
+	// server answering initialize (an HTTP server never listening, a
+	// network the runtime does not give it) before its status is failed,
+	// with the last connect error; connecting goes on, and a late answer
+	// makes it running.
+	StartTimeout time.Duration
 }
 
 // DefaultTiming is the timing.
@@ -53,6 +59,7 @@ func DefaultTiming() Timing {
 		Backoff:    []time.Duration{5 * time.Second, 15 * time.Second, 45 * time.Second, 2 * time.Minute, 5 * time.Minute},
 		RetryDelay: 10 * time.Second, StopTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second,
 		Heartbeat: 30 * time.Second, PingTimeout: 10 * time.Second, ConnectTimeout: 30 * time.Second,
+		StartTimeout: 2 * time.Minute,
 	}
 }
 
@@ -78,27 +85,30 @@ type supervisor struct {
 	// see Service.Start: a restarted gateway recreates rather than adopts).
 	stopTimeout time.Duration
 
-	mu          sync.Mutex
-	state       string
-	warning     string
-	rtWarning   string // why the container does not run under the preferred runtime
-	lastErr     string
-	pulling     *switchboard.PullProgress // the image pull under way, nil when none
-	containerID string
-	startedAt   time.Time
-	restarts    int
-	crashes     []time.Time // within the crash window
-	crashTotal  int
-	lastCrash   *switchboard.HostedCrash
-	nextStart   time.Time
-	step        int // next backoff step
-	gen         int // container generation: bumps on every start
-	stream      *engine.Stream
-	streamTaken bool
-	changed     chan struct{} // closed and replaced on every state change
-	env         []string      // resolved environment, for redaction
-	runtime     string
-	url         string // stdio_bridge false: the container's MCP endpoint
+	mu        sync.Mutex
+	state     string
+	warning   string
+	rtWarning string // why the container does not run under the preferred runtime
+	// neverConnected: the status is failed because the server did not
+	// answer within StartTimeout; a late answer makes it running.
+	neverConnected bool
+	lastErr        string
+	pulling        *switchboard.PullProgress // the image pull under way, nil when none
+	containerID    string
+	startedAt      time.Time
+	restarts       int
+	crashes        []time.Time // within the crash window
+	crashTotal     int
+	lastCrash      *switchboard.HostedCrash
+	nextStart      time.Time
+	step           int // next backoff step
+	gen            int // container generation: bumps on every start
+	stream         *engine.Stream
+	streamTaken    bool
+	changed        chan struct{} // closed and replaced on every state change
+	env            []string      // resolved environment, for redaction
+	runtime        string
+	url            string // stdio_bridge false: the container's MCP endpoint
 }
 
 func newSupervisor(svc *Service, row switchboard.Workspace, p plan) *supervisor {
@@ -333,6 +343,7 @@ func (s *supervisor) run(id string) (<-chan engine.Exit, error) {
 	if s.state != switchboard.HostedBackoff || s.step == 0 {
 		s.warning = ""
 	}
+	s.neverConnected = false
 	s.setLocked(switchboard.HostedStarting)
 	s.mu.Unlock()
 	s.log.Info("hosted server container started", "container", ShortID(id))
@@ -354,6 +365,7 @@ func (s *supervisor) connect() {
 	// Until it connects or this container is gone: a connect can fail
 	// for a while after a crash loop (the manager's circuit breaker, opened
 	// by calls made during the backoff, refuses until its cooldown ends).
+	begun := time.Now()
 	for warned := false; ; {
 		err := s.connectOnce()
 		s.mu.Lock()
@@ -367,6 +379,12 @@ func (s *supervisor) connect() {
 		}
 		if current {
 			s.lastErr = s.redact(switchboard.Message(err))
+			if s.state == switchboard.HostedStarting && time.Since(begun) >= s.svc.timing.StartTimeout {
+				s.lastErr = fmt.Sprintf("the server did not answer initialize within %s of its container starting (still trying): %s", s.svc.timing.StartTimeout, s.lastErr)
+				s.neverConnected = true
+				s.setLocked(switchboard.HostedFailed)
+				s.log.Warn("hosted server never connected; status failed", "err", s.lastErr)
+			}
 		}
 		s.mu.Unlock()
 		if !current {
@@ -431,6 +449,12 @@ func (s *supervisor) initialized(gen int) {
 	defer s.mu.Unlock()
 	if gen != s.gen {
 		return
+	}
+	if s.neverConnected {
+		s.neverConnected = false
+		if s.state == switchboard.HostedFailed {
+			s.setLocked(switchboard.HostedStarting)
+		}
 	}
 	switch s.state {
 	case switchboard.HostedStarting, switchboard.HostedUnresponsive, switchboard.HostedRestarting:

@@ -31,6 +31,21 @@ const TestLabel = "io.switchboard.test"
 // the hosted, catalog and sandbox suites once under each runtime.
 const RuntimeEnv = "SWITCHBOARD_TEST_RUNTIME"
 
+// ProbeImage is the image tests' engines probe a runtime named by
+// RuntimeEnv in: the sandbox image as `switchboard sandbox build-image`
+// tags it (.ci/run builds it first); where it is missing the runtime is
+// used unprobed. Without RuntimeEnv tests' engines have no probe image,
+// so auto takes the engine's default runtime whatever else it lists: the
+// suites run under runc, and under gVisor when RuntimeEnv says so.
+const ProbeImage = "switchboard-sandbox:latest"
+
+func probeImage() string {
+	if r := os.Getenv(RuntimeEnv); r != "" && r != engine.RuntimeAuto {
+		return ProbeImage
+	}
+	return ""
+}
+
 // New returns an Engine with a fresh instance name. Every container and
 // volume carrying that instance label is removed when t ends. Its runtime
 // setting is RuntimeEnv's value, else auto.
@@ -45,7 +60,8 @@ func NewWith(t testing.TB, mod func(*engine.Options)) *engine.Engine {
 	// An owner id like no live gateway's: a gateway's Sweep would take
 	// these containers for leftovers, which no test shares an instance
 	// with anyway.
-	opts := engine.Options{Instance: "test-" + hex.EncodeToString(b[:]), Owner: "test-" + hex.EncodeToString(b[:]), Runtime: os.Getenv(RuntimeEnv)}
+	opts := engine.Options{Instance: "test-" + hex.EncodeToString(b[:]), Owner: "test-" + hex.EncodeToString(b[:]),
+		Runtime: os.Getenv(RuntimeEnv), ProbeImage: probeImage()}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -175,7 +191,7 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 func Disks(t testing.TB, base *engine.Engine) (*engine.Engine, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "disks")
-	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: dir, Runtime: os.Getenv(RuntimeEnv)})
+	e, err := engine.New(engine.Options{Instance: base.Instance(), Host: base.Host(), Owner: base.Owner(), DiskDir: dir, Runtime: os.Getenv(RuntimeEnv), ProbeImage: probeImage()})
 	if err != nil {
 		t.Fatal(err)
 	}
