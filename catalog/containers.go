@@ -92,7 +92,7 @@ func (o *OnDemand) volumeFor(ctx context.Context, project, name string) string {
 // start creates, attaches, starts and initializes a container of e for
 // project; owner labels it (a session id, or "pool"). The caller holds a
 // reservation (reserveLocked) and gives it back if start fails.
-func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogEntry, long bool) (*instance, error) {
+func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogEntry, long bool, onPull func(switchboard.PullProgress)) (*instance, error) {
 	if o.eng == nil {
 		return nil, o.errNoEngine()
 	}
@@ -105,7 +105,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	// removed here.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.ConnectTimeout)
 	defer cancel()
-	if err := o.pull(ctx, project, e); err != nil {
+	if err := o.pull(ctx, project, e, onPull); err != nil {
 		return nil, err
 	}
 	info, err := o.eng.Info(cctx)
@@ -168,9 +168,10 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 }
 
 // pull makes e's image present as its pull policy says, with the
-// calling project's registry credentials. The wait ends with ctx (the
-// pull goes on for the next caller).
-func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry) error {
+// calling project's registry credentials, telling onPull (when set) how
+// a pull goes. The wait ends with ctx (the pull goes on for the next
+// caller).
+func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry, onPull func(switchboard.PullProgress)) error {
 	policy := engine.PullPolicy(e.PullPolicy)
 	if policy == "" {
 		policy = o.opts.PullPolicy
@@ -194,7 +195,7 @@ func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry) er
 			}
 		}
 	}
-	if err := o.eng.EnsureImage(ctx, e.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project}); err != nil {
+	if err := o.eng.EnsureImage(ctx, e.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project, Progress: onPull}); err != nil {
 		if errors.Is(err, switchboard.ErrUnavailable) && !strings.Contains(err.Error(), "image") {
 			return catalogErr(e, err)
 		}

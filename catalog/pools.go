@@ -86,14 +86,14 @@ func (o *OnDemand) keepLocked(p *pool, in *instance) bool {
 
 // take returns a container of p's server for one call: a warm one, or
 // one started now. Either way the pool is topped up in the background.
-func (o *OnDemand) take(ctx context.Context, p *pool) (*instance, error) {
+func (o *OnDemand) take(ctx context.Context, p *pool, onPull func(switchboard.PullProgress)) (*instance, error) {
 	defer o.refill(p)
-	return o.get(ctx, p)
+	return o.get(ctx, p, onPull)
 }
 
 // get is take without the top-up: a warm container of p, or one started
 // now.
-func (o *OnDemand) get(ctx context.Context, p *pool) (*instance, error) {
+func (o *OnDemand) get(ctx context.Context, p *pool, onPull func(switchboard.PullProgress)) (*instance, error) {
 	for {
 		select {
 		case in := <-p.warm:
@@ -108,7 +108,7 @@ func (o *OnDemand) get(ctx context.Context, p *pool) (*instance, error) {
 			if !ok {
 				return nil, o.errFull()
 			}
-			in, err := o.start(ctx, p.key.project, "pool", p.entry, false)
+			in, err := o.start(ctx, p.key.project, "pool", p.entry, false, onPull)
 			if err != nil {
 				o.unreserve()
 			}
@@ -125,7 +125,7 @@ func (o *OnDemand) refill(p *pool) {
 	for !p.closed && len(p.warm)+p.filling < o.opts.WarmPool && o.reserveLocked() {
 		p.filling++
 		o.goBG(func() {
-			in, err := o.start(p.ctx, p.key.project, "pool", p.entry, false)
+			in, err := o.start(p.ctx, p.key.project, "pool", p.entry, false, nil)
 			o.mu.Lock()
 			p.filling--
 			if err != nil {

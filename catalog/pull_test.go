@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,12 +63,28 @@ registry:
 	if _, err := o.Add(ctx, "q", "s1", "pulled", nil); err == nil || !strings.Contains(err.Error(), "REG_USER") {
 		t.Errorf("a project without the secrets: %v; want the missing secret named", err)
 	}
-	res, err := o.Add(ctx, "p", "s1", "pulled", nil)
+	// mcp-add with a progress token hears how the pull goes.
+	var notes []map[string]any
+	raw, err := o.ProjectTools("p").CallTool(ctx, switchboard.CallRequest{Project: "p", Session: "s1", Tool: catalog.ToolAdd,
+		Arguments: json.RawMessage(`{"name":"pulled"}`), Meta: json.RawMessage(`{"progressToken":"t1"}`),
+		OnProgress: func(b json.RawMessage) {
+			var m map[string]any
+			_ = json.Unmarshal(b, &m)
+			notes = append(notes, m)
+		}})
 	if err != nil {
 		t.Fatalf("mcp-add of a server from the private registry: %v", err)
 	}
-	if !slices.Contains(res.Tools, "echo") {
-		t.Fatalf("Add = %+v, want its tools", res)
+	if !strings.Contains(string(raw), `"echo"`) {
+		t.Fatalf("mcp-add = %s, want its tools", raw)
+	}
+	if len(notes) == 0 {
+		t.Fatal("mcp-add that waited for a pull sent no progress notification")
+	}
+	for i, m := range notes {
+		if m["progressToken"] != "t1" || m["progress"] != float64(i+1) || !strings.Contains(fmt.Sprint(m["message"]), "pulling image "+ref) {
+			t.Errorf("progress notification %d: %v", i, m)
+		}
 	}
 	if got := callText(t, o.SessionTools("p"), "s1", "echo", `{"text":"from the registry"}`); !strings.Contains(got, "from the registry") {
 		t.Errorf("echo = %q", got)

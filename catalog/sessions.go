@@ -58,7 +58,7 @@ func (t *SessionTools) CallSessionTool(ctx context.Context, req switchboard.Call
 	if act.inst != nil {
 		return act.inst.mgr.Call(ctx, req)
 	}
-	in, err := o.take(ctx, act.pool)
+	in, err := o.take(ctx, act.pool, pullNotifier(req))
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +107,11 @@ type AddResult struct {
 // ErrConfig (no engine, image missing, secret missing), ErrUnavailable
 // (the server did not start), ErrCanceled (the session ended).
 func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken func(string) bool) (AddResult, error) {
+	return o.add(ctx, project, session, name, taken, nil)
+}
+
+// add is Add telling onPull (when set) how a pull of the image goes.
+func (o *OnDemand) add(ctx context.Context, project, session, name string, taken func(string) bool, onPull func(switchboard.PullProgress)) (AddResult, error) {
 	if session == "" {
 		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session: its tools are added to the session that asks (initialize first, or use the legacy /sse endpoint); a request without a session cannot hold them", ToolAdd)
 	}
@@ -156,7 +161,7 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 		if !ok {
 			return res, o.errFull()
 		}
-		in, err := o.start(ctx, project, session, e, true)
+		in, err := o.start(ctx, project, session, e, true, onPull)
 		if err != nil {
 			o.unreserve()
 			return res, err
@@ -175,7 +180,7 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 			// A fresh container lists the tools; no call ran on it, so it
 			// goes back to the pool as a warm one before the pool is
 			// topped up (which would otherwise start one too many).
-			in, err := o.get(ctx, p)
+			in, err := o.get(ctx, p, onPull)
 			if err != nil {
 				o.mu.Lock()
 				dead := o.releaseLocked(p)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -90,7 +92,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 				return ok
 			}
 		}
-		res, err := t.o.Add(ctx, t.project, req.Session, name, taken)
+		res, err := t.o.add(ctx, t.project, req.Session, name, taken, pullNotifier(req))
 		if err != nil {
 			return nil, err
 		}
@@ -146,4 +148,38 @@ func nameArg(req switchboard.CallRequest) (string, error) {
 		return "", switchboard.Errorf(switchboard.ErrInvalid, `%s: "name" (string) is required, such as {"name": "fetch"}; %s lists the servers`, req.Tool, ToolFind)
 	}
 	return *a.Name, nil
+}
+
+// pullNotifier sends the client MCP progress notifications of an image
+// pull its call waits for, when it asked for progress (a progressToken):
+// one each time the pull's figures change, progress counting up as the
+// revision requires, the figures in the message. nil when it did not ask.
+func pullNotifier(req switchboard.CallRequest) func(switchboard.PullProgress) {
+	if req.OnProgress == nil || len(req.Meta) == 0 {
+		return nil
+	}
+	var meta struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(req.Meta, &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" {
+		return nil
+	}
+	var mu sync.Mutex
+	n, last := 0, ""
+	return func(p switchboard.PullProgress) {
+		msg := fmt.Sprintf("pulling image %s: %d of %d layers", p.Image, p.LayersDone, p.Layers)
+		if p.TotalBytes > 0 {
+			msg += fmt.Sprintf(", %.1f of %.1f MiB", float64(p.Bytes)/(1<<20), float64(p.TotalBytes)/(1<<20))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if msg == last {
+			return
+		}
+		n++
+		last = msg
+		if b, err := json.Marshal(map[string]any{"progressToken": meta.Token, "progress": n, "message": msg}); err == nil {
+			req.OnProgress(b)
+		}
+	}
 }
