@@ -133,8 +133,15 @@ func (s *Server) sessionEnded(session string) {
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 		defer cancel()
+		s.subCall.Lock()
+		defer s.subCall.Unlock()
 		for _, uri := range drop {
-			_, _ = f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Method: "resources/unsubscribe", Params: mustJSON(map[string]string{"uri": uri})})
+			s.subMu.Lock()
+			again := len(s.subs[uri]) > 0 // another session subscribed meanwhile
+			s.subMu.Unlock()
+			if !again {
+				_, _ = f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Method: "resources/unsubscribe", Params: mustJSON(map[string]string{"uri": uri})})
+			}
 		}
 	})
 }
@@ -228,30 +235,52 @@ func (s *Server) subscribe(ctx context.Context, f Features, session, method stri
 	if json.Unmarshal(params, &p) != nil || p.URI == "" {
 		return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidParams, Message: `params must be an object with "uri" (string)`}
 	}
+	// subCall orders the upstream (un)subscriptions; subMu guards the
+	// table only, never across an upstream request: the upstream's reader
+	// delivers resources/updated through ResourceUpdated, which takes
+	// subMu, and must not wait for an answer it has yet to read.
+	s.subCall.Lock()
+	defer s.subCall.Unlock()
+	upstream := func() *switchboard.RPCError {
+		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params}); err != nil {
+			return switchboard.ToRPCError(err)
+		}
+		return nil
+	}
 	s.subMu.Lock()
-	defer s.subMu.Unlock()
 	set := s.subs[p.URI]
 	if method == "resources/subscribe" {
-		if len(set) == 0 {
-			if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params}); err != nil {
-				return nil, switchboard.ToRPCError(err)
-			}
+		first := len(set) == 0
+		if first {
 			set = map[string]bool{}
 			s.subs[p.URI] = set
 		}
 		set[session] = true
+		s.subMu.Unlock()
+		if first {
+			if rpc := upstream(); rpc != nil {
+				s.subMu.Lock()
+				delete(s.subs[p.URI], session)
+				if len(s.subs[p.URI]) == 0 {
+					delete(s.subs, p.URI)
+				}
+				s.subMu.Unlock()
+				return nil, rpc
+			}
+		}
 		return json.RawMessage(`{}`), nil
 	}
-	if !set[session] {
-		return json.RawMessage(`{}`), nil
-	}
+	held := set[session]
 	delete(set, session)
-	if len(set) > 0 {
-		return json.RawMessage(`{}`), nil
+	last := held && len(set) == 0
+	if last {
+		delete(s.subs, p.URI)
 	}
-	delete(s.subs, p.URI)
-	if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params}); err != nil {
-		return nil, switchboard.ToRPCError(err)
+	s.subMu.Unlock()
+	if last {
+		if rpc := upstream(); rpc != nil {
+			return nil, rpc
+		}
 	}
 	return json.RawMessage(`{}`), nil
 }

@@ -165,6 +165,7 @@ type Server struct {
 	clients sync.Map // session -> *clientState
 	subMu   sync.Mutex
 	subs    map[string]map[string]bool
+	subCall sync.Mutex // orders upstream (un)subscriptions (features.go)
 	out     outbound
 	rounds  rounds // 2026-07-28 calls waiting for the client's input (mrtr.go)
 
