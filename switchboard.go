@@ -56,6 +56,21 @@ type CallRequest struct {
 	Client ClientPeer
 }
 
+// ProgressToken is the client's progressToken (from Meta) when it asked
+// for progress notifications and the edge can send them; nil otherwise.
+func (r CallRequest) ProgressToken() json.RawMessage {
+	if r.OnProgress == nil || len(r.Meta) == 0 {
+		return nil
+	}
+	var meta struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(r.Meta, &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" {
+		return nil
+	}
+	return meta.Token
+}
+
 // ServerSpec is one configured upstream MCP server, after `${VAR}`
 // interpolation. Two specs with equal Fingerprint() describe the same
 // running connection, which is how a reload keeps unchanged servers.

@@ -155,13 +155,8 @@ func nameArg(req switchboard.CallRequest) (string, error) {
 // one each time the pull's figures change, progress counting up as the
 // revision requires, the figures in the message. nil when it did not ask.
 func pullNotifier(req switchboard.CallRequest) func(switchboard.PullProgress) {
-	if req.OnProgress == nil || len(req.Meta) == 0 {
-		return nil
-	}
-	var meta struct {
-		Token json.RawMessage `json:"progressToken"`
-	}
-	if json.Unmarshal(req.Meta, &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" {
+	token := req.ProgressToken()
+	if token == nil {
 		return nil
 	}
 	var mu sync.Mutex
@@ -178,7 +173,7 @@ func pullNotifier(req switchboard.CallRequest) func(switchboard.PullProgress) {
 		}
 		n++
 		last = msg
-		if b, err := json.Marshal(map[string]any{"progressToken": meta.Token, "progress": n, "message": msg}); err == nil {
+		if b, err := json.Marshal(map[string]any{"progressToken": token, "progress": n, "message": msg}); err == nil {
 			req.OnProgress(b)
 		}
 	}

@@ -331,16 +331,9 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		// container; a pull that fails shows in status and is retried.
 		sup := newSupervisor(s, row, p)
 		sup.state = switchboard.HostedPulling
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			s.cleanup(context.WithoutCancel(ctx), row.ID, p, true)
-			return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+		if err := s.adopt(ctx, sup, "", nil); err != nil {
+			return switchboard.HostedStatus{}, err
 		}
-		s.sups[row.ID] = sup
-		s.mu.Unlock()
-		s.opts.Changed(ctx, project)
-		sup.start("", nil)
 		s.log.Info("hosted server registered; pulling its image", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
 		return sup.status(), nil
 	}
@@ -358,16 +351,9 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	sup := newSupervisor(s, row, p)
 	sup.rtWarning = rtWarning
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.cleanup(context.WithoutCancel(ctx), row.ID, p, true)
-		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+	if err := s.adopt(ctx, sup, id, env); err != nil {
+		return switchboard.HostedStatus{}, err
 	}
-	s.sups[row.ID] = sup
-	s.mu.Unlock()
-	s.opts.Changed(ctx, project) // the manager knows the server before it starts
-	sup.start(id, env)
 	// The engine checks some things (the network, the runtime) only at
 	// start: a container that cannot start fails the registration.
 	var startErr error
@@ -394,6 +380,24 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
 	return sup.status(), nil
+}
+
+// adopt makes a new registration's supervisor the service's and starts
+// it on container id ("": it makes one), telling the project's manager
+// first, so it knows the server before it starts. A service shutting
+// down refuses it and removes its container.
+func (s *Service) adopt(ctx context.Context, sup *supervisor, id string, env []string) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.cleanup(context.WithoutCancel(ctx), sup.id, sup.plan, true)
+		return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+	}
+	s.sups[sup.id] = sup
+	s.mu.Unlock()
+	s.opts.Changed(ctx, sup.project)
+	sup.start(id, env)
+	return nil
 }
 
 // sealRow rewrites a row written before literal environment values were

@@ -166,13 +166,8 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 // progressSender returns what streams an execution's output as progress
 // notifications, or nil when the client sent no progress token.
 func progressSender(req switchboard.CallRequest) func(stream, chunk string) {
-	if req.OnProgress == nil || len(req.Meta) == 0 {
-		return nil
-	}
-	var meta struct {
-		Token json.RawMessage `json:"progressToken"`
-	}
-	if json.Unmarshal(req.Meta, &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" {
+	token := req.ProgressToken()
+	if token == nil {
 		return nil
 	}
 	var mu sync.Mutex
@@ -181,7 +176,7 @@ func progressSender(req switchboard.CallRequest) func(stream, chunk string) {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		b, err := json.Marshal(map[string]any{"progressToken": meta.Token, "progress": n, "message": chunk, "_meta": map[string]string{"stream": stream}})
+		b, err := json.Marshal(map[string]any{"progressToken": token, "progress": n, "message": chunk, "_meta": map[string]string{"stream": stream}})
 		if err == nil {
 			req.OnProgress(b)
 		}
