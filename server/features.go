@@ -459,6 +459,14 @@ type peer struct {
 	send    func(msg []byte) bool
 }
 
+// offersRequests reports whether session's client declared any of
+// sampling, elicitation and roots, before a peer (and the func it sends
+// with) is made for it.
+func (s *Server) offersRequests(session string) bool {
+	c := s.client(session)
+	return c != nil && c.caps != (clientCaps{})
+}
+
 func (s *Server) newPeer(session string, send func([]byte) bool) switchboard.ClientPeer {
 	if session == "" || send == nil {
 		return nil

@@ -233,14 +233,16 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-ls.slots }()
 		switch {
 		case !m.isNotification() && m.Method != "" && s.servesMethod(m.Method):
-			ctx := withPeer(ctx, s.newPeer(ls.id, func(msg []byte) bool {
-				select {
-				case ls.out <- msg:
-					return true
-				case <-ls.ctx.Done():
-					return false
-				}
-			}))
+			if s.offersRequests(ls.id) {
+				ctx = withPeer(ctx, s.newPeer(ls.id, func(msg []byte) bool {
+					select {
+					case ls.out <- msg:
+						return true
+					case <-ls.ctx.Done():
+						return false
+					}
+				}))
+			}
 			resp := s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
 				// Progress is advisory: dropped when the stream is backed up.
 				select {

@@ -489,7 +489,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	ctx := withTraceContext(r.Context(), r.Header)
-	if out.sse {
+	if out.sse && s.offersRequests(sid) {
 		// Requests an upstream makes of this client while serving this
 		// request go down this request's own stream.
 		ctx = withPeer(ctx, s.newPeer(sid, out.event))
