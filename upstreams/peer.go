@@ -45,7 +45,11 @@ func (u *upstream) track(ctx context.Context, peer switchboard.ClientPeer) (cont
 	}
 	u.callers[c] = struct{}{}
 	u.mu.Unlock()
-	return context.WithValue(ctx, callerKey{}, c), func() {
+	if u.spec.Transport == switchboard.TransportStreamableHTTP {
+		// Only this transport hands the call's context to a request.
+		ctx = context.WithValue(ctx, callerKey{}, c)
+	}
+	return ctx, func() {
 		u.mu.Lock()
 		delete(u.callers, c)
 		u.mu.Unlock()
