@@ -25,7 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	mcptest.RunIfChild()
 	runHostileChild()
-	os.Exit(pgtest.Run(m))
+	code := pgtest.Run(m)
+	removeFeatureFixtures()
+	os.Exit(code)
 }
 
 // gateway is a running `run` on port 0 with a servers file.

@@ -33,6 +33,7 @@ var featureFixtures = sync.OnceValues(func() ([2]string, error) {
 	if err != nil {
 		return [2]string{}, err
 	}
+	fixturesDir = dir
 	bins := [2]string{filepath.Join(dir, "everything"), filepath.Join(dir, "clash")}
 	for i, pkg := range []string{"github.com/modelcontextprotocol/go-sdk/examples/server/everything",
 		"github.com/switchboard-mcp/switchboard/internal/mcptest/clashserver"} {
@@ -42,6 +43,15 @@ var featureFixtures = sync.OnceValues(func() ([2]string, error) {
 	}
 	return bins, nil
 })
+
+// removeFeatureFixtures deletes what featureFixtures built (TestMain).
+func removeFeatureFixtures() {
+	if fixturesDir != "" {
+		_ = os.RemoveAll(fixturesDir)
+	}
+}
+
+var fixturesDir string
 
 type buildError struct {
 	pkg, out string
