@@ -395,6 +395,38 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 			t.Fatal("no notifications/message")
 		}
 	})
+
+	t.Run("each session's level is its own", func(t *testing.T) {
+		// quiet asked for critical only, silent asked for nothing: the
+		// error message of another session's call reaches neither, while
+		// cs (info) gets it.
+		evQuiet, evSilent := newEvents(), newEvents()
+		quiet := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evQuiet, "quiet")
+		silent := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evSilent, "silent")
+		if err := quiet.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "critical"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := silent.CallTool(ctx, &mcp.CallToolParams{Name: "log", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ev.logs:
+		case <-ctx.Done():
+			t.Fatal("the info session got no notifications/message")
+		}
+		for _, s := range []*mcp.ClientSession{quiet, silent} {
+			if err := s.Ping(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, e := range map[string]*clientEvents{"critical": evQuiet, "no level": evSilent} {
+			select {
+			case m := <-e.logs:
+				t.Errorf("the session at %s got %+v", name, m)
+			default:
+			}
+		}
+	})
 }
 
 func get(t *testing.T, url string) string {
