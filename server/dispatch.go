@@ -292,6 +292,23 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		return res, nil
 	}
+	if session != "" && featureMethods[m.Method] {
+		// As for tools/call: notifications/cancelled with this id
+		// cancels it, and a cancelled request gets no answer.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		key := session + "\x00" + string(m.ID)
+		if _, taken := s.inflight.LoadOrStore(key, cancel); taken {
+			return nil, &switchboard.RPCError{Code: switchboard.CodeInvalidRequest, Message: "request id already in use by a request in flight on this session"}
+		}
+		defer s.inflight.Delete(key)
+		res, rpc := s.feature(ctx, session, m, peerOf(ctx))
+		if errors.Is(context.Cause(ctx), errClientCancelled) {
+			return nil, errNoResponse
+		}
+		return res, rpc
+	}
 	return s.feature(ctx, session, m, peerOf(ctx))
 }
 

@@ -57,3 +57,41 @@ func TestToolsListPages(t *testing.T) {
 		t.Errorf("a foreign cursor: %v, want -32602", rpc)
 	}
 }
+
+// blockingFeatures serves feature requests only when their ctx ends.
+type blockingFeatures struct {
+	fakeGateway
+	started chan struct{}
+}
+
+func (b blockingFeatures) Feature(ctx context.Context, _ switchboard.FeatureRequest) (json.RawMessage, error) {
+	close(b.started)
+	<-ctx.Done()
+	return nil, switchboard.Errorf(switchboard.ErrCanceled, "cancelled")
+}
+
+func (blockingFeatures) SetLogLevel(context.Context, string) {}
+
+// TestFeatureRequestCancelled: notifications/cancelled cancels a
+// session's prompts/get like a tools/call, and the request gets no
+// answer.
+func TestFeatureRequestCancelled(t *testing.T) {
+	gw := blockingFeatures{fakeGateway{cat: switchboard.NewCatalog(1, nil)}, make(chan struct{})}
+	s := New(gw, Options{})
+	defer s.Shutdown(context.Background())
+	done := make(chan []byte, 1)
+	go func() {
+		done <- s.dispatch(context.Background(), "s1", &rpcMessage{ID: json.RawMessage(`7`), Method: "prompts/get", Params: json.RawMessage(`{"name":"p"}`)}, nil)
+	}()
+	<-gw.started
+	s.cancelled("s2", &rpcMessage{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":7}`)}) // another session's: no effect
+	select {
+	case resp := <-done:
+		t.Fatalf("another session's cancellation ended the request: %s", resp)
+	default:
+	}
+	s.cancelled("s1", &rpcMessage{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":7}`)})
+	if resp := <-done; resp != nil {
+		t.Errorf("a cancelled request was answered: %s", resp)
+	}
+}
