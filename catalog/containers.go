@@ -119,6 +119,15 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	if rt.Warning != "" {
 		o.log.Warn("catalog: "+rt.Warning, "server", e.Name)
 	}
+	o.mu.Lock()
+	if o.runtimes == nil {
+		o.runtimes = map[string]string{}
+	}
+	o.runtimes[e.Name] = rt.Name
+	if rt.Warning != "" {
+		o.runtimes[e.Name] += " (" + rt.Warning + ")"
+	}
+	o.mu.Unlock()
 	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelRef: owner, engine.LabelProject: project, hosted.LabelServer: e.Name}
 	spec := engine.Spec{
 		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,9 @@ type OnDemand struct {
 	endedLog []sessionKey        // ring of ended's keys, oldest first
 	pools    map[poolKey]*pool
 	count    int // containers reserved: starting, warm, serving, long-lived
+	// runtimes: entry name -> the runtime its last container was created
+	// under, and why not gVisor when auto passed it over.
+	runtimes map[string]string
 	long     int // long-lived activations, for status
 	closed   bool
 	// owning counts sessions with tools of their own: SessionCatalog's
@@ -315,6 +319,9 @@ type OnDemandStatus struct {
 	Max        int      `json:"max_containers"`
 	LongLived  int      `json:"long_lived_containers"`
 	Warm       int      `json:"warm_containers"`
+	// Runtimes maps an entry to the runtime of its last container ("runsc",
+	// or "runc (runtime runsc not used: ...)").
+	Runtimes map[string]string `json:"runtimes,omitempty"`
 }
 
 // Status reports the catalog's size and the containers it runs.
@@ -322,7 +329,7 @@ func (o *OnDemand) Status() OnDemandStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()),
-		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long}
+		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long, Runtimes: maps.Clone(o.runtimes)}
 	for _, p := range o.pools {
 		s.Warm += len(p.warm)
 	}

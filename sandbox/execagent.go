@@ -32,8 +32,8 @@ import (
 // in bytes (RLIMIT_FSIZE, inherited by every program).
 //
 // Under gVisor two more limits are kept here, as the kernel keeps them
-// under runc (see gvisorLimits): argv[2], when not 0, is each program's
-// address-space limit (RLIMIT_AS), so a memory bomb gets ENOMEM instead
+// under runc: argv[2], when not 0, is each program's address-space
+// limit (RLIMIT_AS, the supervisor's own too), so a memory bomb gets ENOMEM instead
 // of the host's OOM killer ending the whole sandbox; argv[3], when not 0,
 // is the session's process limit: a watchdog counts the processes every
 // 20 ms while a program runs and, beyond it, kills every process of the
@@ -47,7 +47,10 @@ lim = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
 aslim = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 maxp = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-def limit_as():
+if aslim:
+    # Inherited by every program; set here rather than in each child
+    # (preexec_fn) so subprocess keeps its vfork, which matters under
+    # gVisor, where a fork of this process costs tens of milliseconds.
     resource.setrlimit(resource.RLIMIT_AS, (aslim, aslim))
 capped = set()
 mysid = os.getsid(0)
@@ -109,7 +112,7 @@ def run(r):
     env = dict(os.environ); env.update(r.get("v") or {})
     stdin = r.get("i")
     try:
-        p = subprocess.Popen(r["a"], cwd=r.get("d") or "/workspace", env=env, start_new_session=True, preexec_fn=limit_as if aslim else None,
+        p = subprocess.Popen(r["a"], cwd=r.get("d") or "/workspace", env=env, start_new_session=True,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as e:
         code = 126 if e.filename == (r.get("d") or "/workspace") else 127
