@@ -64,7 +64,11 @@ type OnDemandOptions struct {
 	// start and initialize of one container (default 30s), StopTimeout
 	// its removal (default 10s).
 	CallTimeout, ConnectTimeout, StopTimeout time.Duration
-	Logger                                   *slog.Logger
+	// IdleTimeout is how long what sessionless callers activated (a
+	// catalog tool called by name, mcp-add without a session) is kept
+	// without a call; default 10 minutes.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // OnDemand runs the catalog's servers for the client sessions that ask
@@ -84,7 +88,14 @@ type OnDemand struct {
 	ended    map[sessionKey]bool // the last endedMemory sessions that ended
 	endedLog []sessionKey        // ring of ended's keys, oldest first
 	pools    map[poolKey]*pool
-	count    int // containers reserved: starting, warm, serving, long-lived
+	// toolIndex finds the server of a tool called by name; learned keeps
+	// the tool objects each server listed when first activated (mcp-find
+	// shows them).
+	toolIndex    map[string]*CatalogEntry
+	learned      map[string][]switchboard.Tool
+	stateless    map[string]*statelessOwner // by project
+	statelessGen int
+	count        int // containers reserved: starting, warm, serving, long-lived
 	// runtimes: entry name -> the runtime its last container was created
 	// under, and why not gVisor when auto passed it over.
 	runtimes map[string]string
@@ -143,6 +154,9 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 10 * time.Second
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 10 * time.Minute
+	}
 	if opts.Secrets == nil {
 		opts.Secrets = func(context.Context, string) (map[string]string, error) { return nil, nil }
 	}
@@ -155,8 +169,16 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
 		sessions: map[sessionKey]*sessionState{}, ended: map[sessionKey]bool{}, pools: map[poolKey]*pool{},
+		toolIndex: map[string]*CatalogEntry{}, learned: map[string][]switchboard.Tool{}, stateless: map[string]*statelessOwner{},
 		ctx: ctx, cancel: cancel}
 	o.bgDone = sync.NewCond(&o.bgMu)
+	for _, e := range o.cat.Entries { // in name order: the first server listing a tool gets it
+		for _, t := range e.Tools {
+			if _, ok := o.toolIndex[t]; !ok {
+				o.toolIndex[t] = e
+			}
+		}
+	}
 	return o
 }
 

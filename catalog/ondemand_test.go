@@ -216,8 +216,10 @@ func TestOnDemandPerCallContainers(t *testing.T) {
 func TestOnDemandRefusals(t *testing.T) {
 	o, _, _ := onDemandEnv(t, 0)
 	ctx := context.Background()
-	if _, err := o.Add(ctx, "p", "", "longfix", nil); !errors.Is(err, switchboard.ErrInvalid) {
-		t.Fatalf("Add without a session: %v, want ErrInvalid", err)
+	// Without a session, Add acts for the project's sessionless clients
+	// (issue 23); an unknown server is refused all the same.
+	if _, err := o.Add(ctx, "p", "", "nope", nil); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Add of an unknown server without a session: %v, want ErrInvalid", err)
 	}
 	if _, err := o.Add(ctx, "p", "s1", "nope", nil); !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(err.Error(), "mcp-find") {
 		t.Fatalf("Add of an unknown server: %v, want ErrInvalid pointing at mcp-find", err)

@@ -64,6 +64,9 @@ type CatalogEntry struct {
 	Runtime string
 	// PullPolicy is the entry's pull policy; "" takes the gateway's.
 	PullPolicy string
+	// Tools are the tool names the catalog lists for the server (nil:
+	// not listed; learned when a session first adds it).
+	Tools []string
 	// RegistryAuth are `${SECRET}` references to the calling project's
 	// secrets, the image registry's credentials; nil: none.
 	RegistryAuth *switchboard.RegistryAuth
@@ -147,6 +150,11 @@ type catalogEntry struct {
 		Description any    `yaml:"description"`
 	} `yaml:"secrets"`
 	Volumes []string `yaml:"volumes"`
+	// Tools names the server's tools (Docker's catalogs list them), so a
+	// call of one by name finds its server without starting any.
+	Tools []struct {
+		Name string `yaml:"name"`
+	} `yaml:"tools"`
 	// Accepted, not acted on.
 	Icon        any `yaml:"icon"`
 	Readme      any `yaml:"readme"`
@@ -155,7 +163,6 @@ type catalogEntry struct {
 	OAuth       any `yaml:"oauth"`
 	AllowHosts  any `yaml:"allowHosts"`
 	ExtraHosts  any `yaml:"extraHosts"`
-	Tools       any `yaml:"tools"`
 	Config      any `yaml:"config"`
 	Prefix      any `yaml:"prefix"`
 	Metadata    any `yaml:"metadata"`
@@ -265,6 +272,12 @@ func catalogEntryOf(name string, raw catalogEntry) (*CatalogEntry, string, error
 			return bad("registryAuth takes the username and password from the calling project's secrets: write each as a ${NAME} reference")
 		}
 		e.RegistryAuth = &switchboard.RegistryAuth{Username: a.Username, Password: a.Password}
+	}
+	for _, t := range raw.Tools {
+		if t.Name == "" || len(t.Name) > 128 || strings.ContainsAny(t.Name, " \t\n\x00") {
+			return bad("tools: %q is not a tool name", switchboard.Clip(t.Name))
+		}
+		e.Tools = append(e.Tools, t.Name)
 	}
 	if len(raw.Command) > hosted.MaxArgs {
 		return bad("at most %d command arguments", hosted.MaxArgs)

@@ -55,6 +55,12 @@ func (t *SessionTools) CallSessionTool(ctx context.Context, req switchboard.Call
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(req.Tool))
 	}
 	req.Tool = tool.UpstreamName
+	return o.callOn(ctx, act, req)
+}
+
+// callOn calls req.Tool (the server's own name for it) on activation
+// act: its long-lived container, or a fresh one removed after the call.
+func (o *OnDemand) callOn(ctx context.Context, act *activation, req switchboard.CallRequest) (json.RawMessage, error) {
 	if act.inst != nil {
 		return act.inst.mgr.Call(ctx, req)
 	}
@@ -113,7 +119,7 @@ func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken
 // add is Add telling onPull (when set) how a pull of the image goes.
 func (o *OnDemand) add(ctx context.Context, project, session, name string, taken func(string) bool, onPull func(switchboard.PullProgress)) (AddResult, error) {
 	if session == "" {
-		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session: its tools are added to the session that asks (initialize first, or use the legacy /sse endpoint); a request without a session cannot hold them", ToolAdd)
+		session = o.owner(project, "")
 	}
 	e := o.cat.Entry(name)
 	if e == nil {
@@ -203,6 +209,9 @@ func (o *OnDemand) add(ctx context.Context, project, session, name string, taken
 		act.pool = p
 		act.tools = tools
 	}
+	o.mu.Lock()
+	o.learnLocked(e, act.tools)
+	o.mu.Unlock()
 
 	o.mu.Lock()
 	if st.ended || o.closed {
@@ -269,7 +278,13 @@ func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(s
 // Errors: ErrInvalid (no session, server not added).
 func (o *OnDemand) Remove(project, session, name string) error {
 	if session == "" {
-		return switchboard.Errorf(switchboard.ErrInvalid, "%s needs a client session", ToolRemove)
+		o.mu.Lock()
+		so := o.stateless[project]
+		o.mu.Unlock()
+		if so == nil {
+			return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added for this project's sessionless clients", switchboard.Clip(name))
+		}
+		session = so.key
 	}
 	o.mu.Lock()
 	st := o.sessions[sessionKey{project, session}]

@@ -35,6 +35,10 @@ type FoundServer struct {
 	Image       string `json:"image"`
 	LongLived   bool   `json:"long_lived"`
 	Added       bool   `json:"added"`
+	// Tools are the server's tools: the objects it listed when it was
+	// first activated (name, description, inputSchema), or the names the
+	// catalog lists ({"name": ...}) before that; call them by name.
+	Tools []json.RawMessage `json:"tools,omitempty"`
 }
 
 // CallTool runs one catalog tool. Errors are domain errors, mapped by the
@@ -73,7 +77,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 			}
 			total++
 			if len(found) < limit {
-				found = append(found, FoundServer{Name: e.Name, Title: e.Title, Description: e.Description, Image: e.Image, LongLived: e.LongLived, Added: added[e.Name]})
+				found = append(found, FoundServer{Name: e.Name, Title: e.Title, Description: e.Description, Image: e.Image, LongLived: e.LongLived, Added: added[e.Name], Tools: t.o.toolObjects(e)})
 			}
 		}
 		return switchboard.StructuredResult(map[string]any{"servers": found, "total": total})

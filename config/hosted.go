@@ -41,6 +41,9 @@ type Hosted struct {
 	Catalog              string `env:"MCP_SERVER_CATALOG"`
 	CatalogWarmPool      int    `env:"MCP_SERVER_CATALOG_WARM_POOL" envDefault:"2"`
 	CatalogMaxContainers int    `env:"MCP_SERVER_CATALOG_MAX_CONTAINERS" envDefault:"20"`
+	// CatalogIdle is how long what sessionless clients activated in the
+	// catalog is kept without a call.
+	CatalogIdle time.Duration `env:"MCP_SERVER_CATALOG_IDLE_TIMEOUT" envDefault:"10m"`
 }
 
 func (h Hosted) validate() []error {
@@ -74,6 +77,9 @@ func (h Hosted) validate() []error {
 	}
 	if h.CatalogWarmPool < 0 || h.CatalogWarmPool > 16 {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_WARM_POOL: must be between 0 (no warm containers) and 16, got %d", h.CatalogWarmPool))
+	}
+	if h.CatalogIdle <= 0 {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_IDLE_TIMEOUT: must be a positive duration such as 10m, got %s", h.CatalogIdle))
 	}
 	if h.CatalogMaxContainers < 1 || h.CatalogMaxContainers > 1000 {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_MAX_CONTAINERS: must be between 1 and 1000, got %d", h.CatalogMaxContainers))

@@ -265,6 +265,11 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			res, err = s.opts.SessionTools.CallSessionTool(ctx, req)
 		} else {
 			res, err = s.gw.Call(ctx, req)
+			if errors.Is(err, switchboard.ErrNotFound) {
+				if cc, ok := s.opts.SessionTools.(CatalogCaller); ok && cc.ProvidesTool(req.Tool) {
+					res, err = cc.CallCatalogTool(ctx, req)
+				}
+			}
 		}
 		if err != nil {
 			rpc := switchboard.ToRPCError(err)

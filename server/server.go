@@ -120,6 +120,15 @@ type SessionTools interface {
 	CallSessionTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error)
 }
 
+// CatalogCaller is SessionTools that can also run a catalog tool called
+// by name by any client, with or without a session, activating its
+// server for the caller (the catalog's): tried when no project or
+// session tool has the name.
+type CatalogCaller interface {
+	ProvidesTool(name string) bool
+	CallCatalogTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error)
+}
+
 // Observer records tool calls (metrics, the call log). It must not block.
 // In rec, Server is "" for tools no server offers, Tool is the name the
 // client called, and Arguments are the client's raw (unredacted) bytes.

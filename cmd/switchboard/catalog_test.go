@@ -145,8 +145,14 @@ func TestCatalogEndToEnd(t *testing.T) {
 	if slices.Contains(listNames(other), "write_file") {
 		t.Fatal("another session sees the tools this session added")
 	}
-	if _, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "/tmp/a", "text": "x"}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
-		t.Fatalf("another session calling an added tool: %v, want unknown tool", err)
+	// Another session calling the tool by name gets the server activated
+	// for itself, in a container of its own: it never reaches this
+	// session's (removed again, so the rest counts one session's).
+	if res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/tmp/only-in-other"}}); err != nil || !res.IsError {
+		t.Fatalf("another session calling an added tool by name: %v %+v; want its own container (where the file does not exist)", err, res)
+	}
+	if res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-remove", Arguments: map[string]any{"name": "longfix"}}); err != nil || res.IsError {
+		t.Fatalf("mcp-remove in the other session: %v %+v", err, res)
 	}
 	call := func(s *mcp.ClientSession, name string, args map[string]any) string {
 		t.Helper()
@@ -160,8 +166,8 @@ func TestCatalogEndToEnd(t *testing.T) {
 	if got := call(cs, "read_file", map[string]any{"path": "/tmp/note"}); got != "same container" {
 		t.Fatalf("read_file = %q", got)
 	}
-	if owners := catalogContainersOf(t, eng); len(owners) != 1 {
-		t.Fatalf("catalog containers %v, want one session's", owners)
+	if owners := catalogContainersOf(t, eng); len(owners[cs.ID()]) != 1 {
+		t.Fatalf("catalog containers %v, want one of this session's", owners)
 	}
 
 	// Per-call: a new container (hostname) for every call.
@@ -190,9 +196,14 @@ func TestCatalogEndToEnd(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-add", Arguments: map[string]any{"name": "nope"}}); !errors.As(err, &je) || je.Code != -32602 {
 		t.Fatalf("mcp-add nope: %v, want -32602", err)
 	}
+	// Without a session (a plain POST), mcp-add activates for the
+	// project's sessionless clients (kept until the idle expiry).
 	raw := newRaw(t, g.url+"/mcp")
-	if rep := raw.call("tools/call", map[string]any{"name": "mcp-add", "arguments": map[string]any{"name": "longfix"}}); rep.code() != -32602 || !strings.Contains(string(rep.Body), "session") {
-		t.Fatalf("session-less mcp-add: %+v, want -32602 naming the session", rep.Body)
+	if rep := raw.call("tools/call", map[string]any{"name": "mcp-add", "arguments": map[string]any{"name": "longfix"}}); rep.code() != 0 || !strings.Contains(string(rep.Body), "longfix") {
+		t.Fatalf("session-less mcp-add: %s, want it added", rep.Body)
+	}
+	if rep := raw.call("tools/call", map[string]any{"name": "mcp-remove", "arguments": map[string]any{"name": "longfix"}}); rep.code() != 0 {
+		t.Fatalf("session-less mcp-remove: %s", rep.Body)
 	}
 
 	// The CLI's key=value form (its own short session).
@@ -270,4 +281,61 @@ func TestCatalogLegacySession(t *testing.T) {
 		owners := catalogContainersOf(t, eng)
 		return len(owners) == 0, fmt.Sprintf("containers left after the stream dropped: %v", owners)
 	})
+}
+
+// TestCatalogForEveryClient: a catalog tool called by its name, without
+// mcp-add, works from a plain POST, from the go-sdk client at its default
+// revision (2026-07-28, stateless) and pinned to 2025-11-25: per-call
+// servers in a container per call, a long-lived one kept for the
+// sessionless callers (a file written by one call is read by the next).
+func TestCatalogForEveryClient(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, mcpFixturePkg)
+	file := filepath.Join(t.TempDir(), "catalog.yaml")
+	cat := fmt.Sprintf(`registry:
+  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}, {name: env}]}
+  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
+`, image, image)
+	if err := os.WriteFile(file, []byte(cat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_CATALOG": file, "MCP_SERVER_CATALOG_WARM_POOL": "1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	raw := newRaw(t, g.url+"/mcp")
+	if rep := raw.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}}); rep.code() != 0 || !strings.Contains(string(rep.Body), "plain") {
+		t.Fatalf("plain POST of a catalog tool by name: %s", rep.Body)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	stateless, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stateless.Close()
+	pinned := sdkConnect(t, g.url+"/mcp", nil)
+	for name, cs := range map[string]*mcp.ClientSession{"default revision": stateless, "2025-11-25": pinned} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": name}})
+		if err != nil || res.IsError || !strings.Contains(text(t, res), name) {
+			t.Fatalf("%s: echo by name: %v %+v", name, err, res)
+		}
+	}
+	p1 := text(t, mustCall(ctx, t, stateless, "env", nil))
+	p2 := text(t, mustCall(ctx, t, stateless, "env", nil))
+	if !strings.Contains(p1, "HOSTNAME=") || p1 == p2 {
+		t.Errorf("two per-call calls answered %q and %q; want two containers", p1, p2)
+	}
+	mustCall(ctx, t, stateless, "write_file", map[string]any{"path": "/tmp/k", "text": "kept"})
+	if got := text(t, mustCall(ctx, t, stateless, "read_file", map[string]any{"path": "/tmp/k"})); got != "kept" {
+		t.Errorf("the long-lived catalog server did not keep a sessionless caller's file: %q", got)
+	}
+}
+
+func mustCall(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil || res.IsError {
+		t.Fatalf("%s: %v %+v", name, err, res)
+	}
+	return res
 }

@@ -1,0 +1,98 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+)
+
+// TestCallCatalogToolByName: a catalog tool called by name, without
+// mcp-add, runs: a per-call server in a container for that call (none
+// left after), a long-lived one started once for the caller (a session,
+// or the project's sessionless clients) and kept until the session ends
+// or the idle expiry; mcp-add works without a session; mcp-find shows
+// each server's tools.
+func TestCallCatalogToolByName(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
+registry:
+  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}]}
+  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
+`, image, image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, Version: "test"})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	ctx := context.Background()
+	st := o.SessionTools("p")
+	call := func(session, tool, args string) string {
+		t.Helper()
+		if !st.ProvidesTool(tool) {
+			t.Fatalf("the catalog does not know who offers %s", tool)
+		}
+		res, err := st.CallCatalogTool(ctx, switchboard.CallRequest{Project: "p", Session: session, Tool: tool, Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatalf("%s on session %q: %v", tool, session, err)
+		}
+		var r struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if json.Unmarshal(res, &r) != nil || len(r.Content) == 0 {
+			t.Fatalf("%s result %s", tool, res)
+		}
+		return r.Content[0].Text
+	}
+
+	// Per-call, sessionless and with a session: a container per call.
+	for _, session := range []string{"", "s1"} {
+		if got := call(session, "echo", `{"text":"direct"}`); !strings.Contains(got, "direct") {
+			t.Errorf("echo on session %q = %q", session, got)
+		}
+	}
+	o.WaitRetired()
+	if left := catalogContainers(t, eng); len(left) != 0 {
+		t.Errorf("per-call containers left after the calls: %v", left)
+	}
+
+	// Long-lived, sessionless: one container serves the calls.
+	call("", "write_file", `{"path":"/tmp/k","text":"kept"}`)
+	if got := call("", "read_file", `{"path":"/tmp/k"}`); got != "kept" {
+		t.Errorf("read_file = %q: the sessionless callers' long-lived container did not keep the file", got)
+	}
+	if n := len(catalogContainers(t, eng)); n != 1 {
+		t.Errorf("%d catalog containers for one long-lived server, want 1", n)
+	}
+	// Found with its tools, as listed by the server once it ran.
+	raw, err := o.ProjectTools("p").CallTool(ctx, switchboard.CallRequest{Project: "p", Tool: catalog.ToolFind, Arguments: json.RawMessage(`{"query":"longfix"}`)})
+	if err != nil || !strings.Contains(string(raw), `"inputSchema"`) || !strings.Contains(string(raw), `"read_file"`) {
+		t.Errorf("mcp-find after the server ran: %s, %v; want its tools with schemas", raw, err)
+	}
+	// The idle expiry removes it; the next call starts afresh.
+	catalog.ExpireIdle(o, "p")
+	o.WaitRetired()
+	if left := catalogContainers(t, eng); len(left) != 0 {
+		t.Errorf("containers left after the idle expiry: %v", left)
+	}
+	if got := call("", "read_file", `{"path":"/tmp/k"}`); got == "kept" {
+		t.Error("a new activation after the expiry still has the old container's file")
+	}
+
+	// mcp-add without a session, then mcp-remove.
+	if _, err := o.Add(ctx, "q", "", "longfix", nil); err != nil {
+		t.Fatalf("mcp-add without a session: %v", err)
+	}
+	if err := o.Remove("q", "", "longfix"); err != nil {
+		t.Errorf("mcp-remove without a session: %v", err)
+	}
+	if st.ProvidesTool("no_such_tool") {
+		t.Error("a tool no server offers is provided")
+	}
+}
