@@ -73,6 +73,7 @@ type Writer struct {
 	stop      chan struct{}
 	done      chan struct{}
 	once      sync.Once
+	startOnce sync.Once                    // the loop starts with the first record
 	recs      []switchboard.ToolCallRecord // the loop's insert buffer, reused
 }
 
@@ -83,8 +84,8 @@ type queued struct {
 	seg *segment
 }
 
-// New starts a Writer, opening its spool in opts.SpoolDir if set; Close
-// stops it.
+// New returns a Writer, opening its spool in opts.SpoolDir if set; its
+// loop starts with the first record, and Close stops it.
 func New(store Inserter, opts Options) *Writer {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 8192
@@ -114,9 +115,12 @@ func New(store Inserter, opts Options) *Writer {
 			w.spool = sp
 		}
 	}
-	go w.loop()
 	return w
 }
+
+// start starts the writer's loop with the first record queued (the
+// constructor starts nothing); Close takes it too, so none starts after.
+func (w *Writer) start() { w.startOnce.Do(func() { go w.loop() }) }
 
 // ObserveFeature records a prompts/get (kind "prompt") or a
 // resources/read (kind "resource") as a call of that kind: the prompt's
@@ -183,6 +187,7 @@ func (w *Writer) enqueue(q queued) bool {
 	w.queue = append(w.queue, q)
 	ready := len(w.queue)%w.opts.BatchSize == 0
 	w.qmu.Unlock()
+	w.start()
 	if ready {
 		select {
 		case w.full <- struct{}{}:
@@ -333,6 +338,8 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.closed = true
 	w.mu.Unlock()
 	w.once.Do(func() { close(w.stop) })
+	// Nothing was ever queued: there is no loop to stop.
+	w.startOnce.Do(func() { close(w.done) })
 	select {
 	case <-w.done:
 		if w.spool != nil {

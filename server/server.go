@@ -178,14 +178,18 @@ type Server struct {
 	out     outbound
 	rounds  rounds // 2026-07-28 calls waiting for the client's input (mrtr.go)
 
-	ready    atomic.Bool
-	goMu     sync.Mutex // guards closing against calls.Add
-	closing  bool
-	ctx      context.Context // lifetime; cancelled by Shutdown
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // the sweeper
-	calls    sync.WaitGroup // legacy messages being answered
-	shutOnce sync.Once
+	ready   atomic.Bool
+	goMu    sync.Mutex // guards closing against calls.Add
+	closing bool
+	ctx     context.Context // lifetime; cancelled by Shutdown
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the sweeper
+	// sweepOnce starts the sweeper with the first session (the
+	// constructor starts nothing); Shutdown takes it too, so no sweeper
+	// starts after it.
+	sweepOnce sync.Once
+	calls     sync.WaitGroup // legacy messages being answered
+	shutOnce  sync.Once
 }
 
 type renderedList struct {
@@ -245,8 +249,18 @@ func New(gw Gateway, opts Options) *Server {
 	s.mux = s.routes()
 	s.handler = s.Wrap(s.mux)
 	s.ready.Store(true)
-	s.wg.Go(s.sweep)
+	s.sessions.onNew = s.startSweep
 	return s
+}
+
+// startSweep starts the idle-session sweeper, once, unless the edge is
+// shutting down.
+func (s *Server) startSweep() {
+	s.sweepOnce.Do(func() {
+		if s.ctx.Err() == nil {
+			s.wg.Go(s.sweep)
+		}
+	})
 }
 
 // Handler returns the edge's HTTP handler: its routes behind Wrap.
@@ -819,6 +833,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// stream ever opened) end here, each reported once.
 		s.sessions.endAll()
 		s.calls.Wait()
+		s.sweepOnce.Do(func() {}) // a sweeper starting now has started
 		s.wg.Wait()
 	})
 	return err

@@ -23,6 +23,9 @@ type sessions struct {
 	// onEnd hears every session that leaves live (Options.OnSessionEnd):
 	// whoever removes it from live calls it, so it runs once per session.
 	onEnd func(id string)
+	// onNew, when set, hears that a session was issued (the edge starts
+	// its idle sweeper with the first one).
+	onNew func()
 }
 
 type sessionInfo struct {
@@ -45,6 +48,9 @@ func (s *sessions) Generate() string {
 	s.mu.Lock()
 	s.live[id] = &sessionInfo{lastSeen: s.now()}
 	s.mu.Unlock()
+	if s.onNew != nil {
+		s.onNew()
+	}
 	return id
 }
 
