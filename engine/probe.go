@@ -28,6 +28,10 @@ out=$(ls -l / 2>&1) || fail "ls -l /: $out"
 echo x > /tmp/f || fail "write /tmp/f"
 out=$(ls -ln /tmp/f 2>&1) || fail "ls -ln /tmp/f: $out"
 if command -v stat >/dev/null 2>&1; then out=$(stat /tmp/f 2>&1) || fail "stat /tmp/f: $out"; fi
+if [ -n "$NETWORK" ]; then
+step network
+grep -qv -e '^ *lo:' -e '|' /proc/net/dev || fail "no network interface but lo on a bridge network"
+fi
 step program
 sh -c 'exit 3'; [ $? -eq 3 ] || fail "a program's exit code was lost"
 if command -v python3 >/dev/null 2>&1; then
@@ -98,8 +102,8 @@ echo ok
 const probeTimeout = 90 * time.Second
 
 // runProbe runs the probe in a short container under runtime name: first
-// on the default bridge network, then, when the engine cannot start it
-// there, without one.
+// on the default bridge network, then, when that fails (the start, or no
+// interface but loopback), without one.
 func (e *Engine) runProbe(ctx context.Context, name string) probeResult {
 	img := e.rt.probeImage
 	if img == "" {
@@ -118,24 +122,13 @@ func (e *Engine) runProbe(ctx context.Context, name string) probeResult {
 	if netErr == nil {
 		return probeResult{}
 	}
-	if !startFailed(netErr) {
-		return probeResult{err: netErr}
-	}
+	// Whatever failed on the bridge (the start, or the network step) is
+	// tried without a network: a runtime that works only there is still
+	// good for sessions and servers without one.
 	if err := e.probeOnce(ctx, name, img, "none"); err != nil {
 		return probeResult{err: err}
 	}
 	return probeResult{noNetwork: netErr}
-}
-
-// errStart marks a probe container the engine could not start.
-type errStart struct{ err error }
-
-func (e errStart) Error() string { return e.err.Error() }
-func (e errStart) Unwrap() error { return e.err }
-
-func startFailed(err error) bool {
-	_, ok := err.(errStart)
-	return ok
 }
 
 func (e *Engine) probeOnce(ctx context.Context, runtime, img, network string) error {
@@ -160,11 +153,14 @@ func (e *Engine) probeOnce(ctx context.Context, runtime, img, network string) er
 		StopTimeout:  time.Second,
 	}
 	if info, ok := e.KnownInfo(); ok && info.isGVisor(runtime) {
-		spec.Env = []string{"GVISOR=1"}
+		spec.Env = append(spec.Env, "GVISOR=1")
+	}
+	if network != "none" {
+		spec.Env = append(spec.Env, "NETWORK=1")
 	}
 	run, err := e.Launch(ctx, spec, ctx)
 	if err != nil {
-		return errStart{switchboard.Errorf(switchboard.ErrConfig, "the engine could not start a container under %s on network %s: %s", runtime, network, switchboard.Message(err))}
+		return switchboard.Errorf(switchboard.ErrConfig, "the engine could not start a container under %s on network %s: %s", runtime, network, switchboard.Message(err))
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

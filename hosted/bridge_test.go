@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // call calls a tool of the hosted server through the manager, as the edge
@@ -326,6 +329,41 @@ func TestHTTPServerNeverAnswering(t *testing.T) {
 	st := e.wait("deaf", "failed", isStatus(switchboard.HostedFailed))
 	if !strings.Contains(st.LastError, "did not answer initialize within 1s") {
 		t.Errorf("last_error = %q", st.LastError)
+	}
+}
+
+// TestHTTPServerRefusedWithoutNetwork: a registration naming a runtime
+// that gives containers no network (it passed its probe only without
+// one) is refused with a 400-class error naming why, and nothing is
+// stored; a stdio server under it is fine.
+func TestHTTPServerRefusedWithoutNetwork(t *testing.T) {
+	base := enginetest.New(t)
+	ctx := context.Background()
+	info, err := base.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Need(t, "runtimes", info.HasRuntime(enginetest.NoNetwork), "the engine lists no runtime "+enginetest.NoNetwork+" (.ci/run registers it)")
+	eng := enginetest.NewWith(t, func(o *engine.Options) { o.ProbeImage = enginetest.ProbeImage })
+	if _, err := eng.ChooseRuntime(ctx, enginetest.NoNetwork, engine.RuntimeNeeds{}); err != nil {
+		t.Skipf("%s does not run containers even without a network here: %v", enginetest.NoNetwork, err)
+	}
+	if p := eng.Runtimes().Probes[enginetest.NoNetwork]; !strings.HasPrefix(p, "passed without network") {
+		t.Skipf("%s gives containers a network on this kernel (%s): nothing to refuse", enginetest.NoNetwork, p)
+	}
+	e := newEnv(t, eng, nil, fastTiming())
+	svc := e.start()
+	_, err = svc.Register(ctx, "default", switchboard.HostedRegistration{Name: "web", Image: e.image, StdioBridge: new(false), Port: 8000,
+		Network: "bridge", Runtime: enginetest.NoNetwork, Environment: map[string]string{"MCPFIXTURE_HTTP": ":8000"}})
+	if !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(switchboard.Message(err), "no network") {
+		t.Fatalf("Register: %v; want ErrInvalid saying the runtime gives no network", err)
+	}
+	if list, _ := svc.List(ctx, "default"); len(list) != 0 {
+		t.Fatalf("servers after the refusal: %+v", list)
+	}
+	st := e.register(switchboard.HostedRegistration{Name: "quiet", Runtime: enginetest.NoNetwork})
+	if st = e.wait("quiet", "running", running); st.Runtime != enginetest.NoNetwork {
+		t.Errorf("runtime = %q, want %s", st.Runtime, enginetest.NoNetwork)
 	}
 }
 

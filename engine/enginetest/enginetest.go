@@ -237,3 +237,8 @@ func BrokenRuntime(t testing.TB, e *engine.Engine) string {
 		" (register one whose binary always fails in /etc/docker/daemon.json, \"runtimes\", then kill -HUP dockerd; .ci/run does)")
 	return Broken
 }
+
+// NoNetwork is the name of a runtime .ci/run registers that gives
+// containers no network: runsc with --network=none (their bridge
+// interface never reaches them).
+const NoNetwork = "switchboard-nonet"
