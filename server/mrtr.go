@@ -208,6 +208,10 @@ func (s *Server) statelessCall(w http.ResponseWriter, r *http.Request, m *rpcMes
 func (s *Server) round(w http.ResponseWriter, r *http.Request, out *postWriter, m *rpcMessage, call *roundCall, owner string) {
 	call.out.Store(out)
 	defer call.out.CompareAndSwap(out, nil)
+	// Whatever ends this round, nothing is written to its response once
+	// the handler returns (a progress notification of the call racing a
+	// client that closed the request wrote after it, seen by -race).
+	defer out.close()
 	select {
 	case <-call.done:
 		s.finishCall(w, out, m, call.res, call.rpc)

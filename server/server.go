@@ -659,6 +659,14 @@ func (p *postWriter) event(msg []byte) bool {
 	return writeEvent(p.w, msg)
 }
 
+// close ends the response's stream for good without an answer: events
+// after it are dropped. It waits for an event being written.
+func (p *postWriter) close() {
+	p.mu.Lock()
+	p.finished = true
+	p.mu.Unlock()
+}
+
 // finish sends the response. A nil resp is a call the client cancelled,
 // which gets none: a stream already open ends without it, and a POST
 // still waiting for its HTTP answer gets 202 Accepted with no body (what
