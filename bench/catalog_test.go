@@ -23,7 +23,11 @@ import (
 //   - warm: a pool of 2, each call waiting until the pool is full again,
 //     so every call takes a started, initialized container;
 //   - burst: a pool of 2, calls back to back: once the pool is empty,
-//     calls start containers cold while it refills.
+//     calls start containers cold while it refills;
+//   - by-name-cold and by-name-warm: as cold and warm, but the tool is
+//     called by its name without mcp-add, by a client without a session
+//     (issue 23): the first call activates the server for the project's
+//     sessionless clients (its listing container included in that call).
 //
 // Removal happens after the result, in the background, and is not in the
 // latency. Needs the Docker engine (skips without one). Target: warm p50
@@ -31,24 +35,34 @@ import (
 func BenchmarkCatalogPerCall(b *testing.B) {
 	eng := enginetest.New(b)
 	image := enginetest.GoImage(b, eng, fixturePkg)
-	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  callfix: {image: %q, disableNetwork: true}\n", image)))
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf("registry:\n  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}]}\n", image)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	args := json.RawMessage(`{"text":"hi"}`)
 	for _, mode := range []struct {
-		name  string
-		warm  int
-		paced bool
-	}{{"cold", 0, false}, {"warm", 2, true}, {"burst", 2, false}} {
+		name   string
+		warm   int
+		paced  bool
+		byName bool
+	}{{"cold", 0, false, false}, {"warm", 2, true, false}, {"burst", 2, false, false}, {"by-name-cold", 0, false, true}, {"by-name-warm", 2, true, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			ctx := context.Background()
 			o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, WarmPool: mode.warm, Version: "bench"})
 			defer func() { _ = o.Close(ctx) }()
-			if _, err := o.Add(ctx, "p", "s", "callfix", nil); err != nil {
+			st := o.SessionTools("p")
+			call := func() error {
+				_, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s", Tool: "echo", Arguments: args})
+				return err
+			}
+			if mode.byName {
+				call = func() error {
+					_, err := st.CallCatalogTool(ctx, switchboard.CallRequest{Project: "p", Tool: "echo", Arguments: args})
+					return err
+				}
+			} else if _, err := o.Add(ctx, "p", "s", "callfix", nil); err != nil {
 				b.Fatal(err)
 			}
-			st := o.SessionTools("p")
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for range b.N {
@@ -60,7 +74,7 @@ func BenchmarkCatalogPerCall(b *testing.B) {
 					b.StartTimer()
 				}
 				t0 := time.Now()
-				if _, err := st.CallSessionTool(ctx, switchboard.CallRequest{Project: "p", Session: "s", Tool: "echo", Arguments: args}); err != nil {
+				if err := call(); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
@@ -70,7 +84,7 @@ func BenchmarkCatalogPerCall(b *testing.B) {
 			l := summarize(lat)
 			b.ReportMetric(us(l.p50)/1000, "p50-ms")
 			b.ReportMetric(us(l.p99)/1000, "p99-ms")
-			fmt.Printf("catalog per-call %-5s warm pool %d: %d calls, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+			fmt.Printf("catalog per-call %-12s warm pool %d: %d calls, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 				mode.name, mode.warm, l.n, us(l.p50)/1000, us(l.p99)/1000, us(l.max)/1000)
 		})
 	}
