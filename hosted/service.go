@@ -106,8 +106,10 @@ type Service struct {
 	persistCh chan struct{}
 	flushed   chan struct{}
 	wg        sync.WaitGroup
-	ctx       context.Context
-	cancel    context.CancelFunc
+	// persistOnce starts the persister once, with the first dirty row.
+	persistOnce sync.Once
+	ctx         context.Context
+	cancel      context.CancelFunc
 }
 
 // New returns a service; Start loads the registered servers.
@@ -162,9 +164,13 @@ func New(opts Options) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
 		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
-	s.wg.Go(s.persister)
 	return s
 }
+
+// startPersister starts the row persister once, with the first row to
+// write (the constructor starts nothing). Close takes the once before it
+// waits, so a persister is either started by then or never.
+func (s *Service) startPersister() { s.persistOnce.Do(func() { s.wg.Go(s.persister) }) }
 
 // errNoEngine explains a missing engine.
 func (s *Service) errNoEngine() error {
@@ -775,6 +781,7 @@ func (s *Service) persist(sup *supervisor) {
 	s.dirtyMu.Lock()
 	s.dirty[sup] = struct{}{}
 	s.dirtyMu.Unlock()
+	s.startPersister()
 	select {
 	case s.persistCh <- struct{}{}:
 	default: // already woken: it takes the whole set
@@ -860,6 +867,7 @@ func (s *Service) Close(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, s.cancel)
 	defer stop()
 	close(s.flushed)
+	s.persistOnce.Do(func() {}) // a persister starting now has started
 	s.wg.Wait()
 	s.cancel()
 	return nil

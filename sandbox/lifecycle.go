@@ -202,7 +202,10 @@ const staleCreating = 30 * time.Minute
 // periodically: call it once before serving, after the engine's sweep of
 // dead gateways' containers. Errors: the store's and the engine's (what
 // could not be checked is checked again by the sweeper).
-func (s *Service) Start(ctx context.Context) error { return s.tend(ctx) }
+func (s *Service) Start(ctx context.Context) error {
+	s.startSweep()
+	return s.tend(ctx)
+}
 
 // tend makes the workspace rows true and applies the retention rule. A
 // row that says running without a live session here or a container of

@@ -130,6 +130,8 @@ type Service struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// sweepOnce starts the sweeper once (Start, or the first session).
+	sweepOnce sync.Once
 }
 
 // session is one running container.
@@ -201,8 +203,18 @@ func New(opts Options) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, deleting: map[string]int{}, ctx: ctx, cancel: cancel}
 	s.settled = sync.NewCond(&s.mu)
-	s.wg.Go(s.sweep)
 	return s
+}
+
+// startSweep starts the sweeper (idle sessions, retention, reconcile)
+// once: at Start, or with the first session of a service never started.
+// Close takes it too, so none starts after.
+func (s *Service) startSweep() {
+	s.sweepOnce.Do(func() {
+		if s.ctx.Err() == nil {
+			s.wg.Go(s.sweep)
+		}
+	})
 }
 
 // Close stops every session (containers removed, workspaces kept) and
@@ -220,6 +232,7 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	s.sweepOnce.Do(func() {}) // a sweeper starting now has started
 	s.wg.Wait()
 	var wg sync.WaitGroup
 	errs := make([]error, len(list))
@@ -432,6 +445,7 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	// sweeper stopped sessions before their first call ran).
 	x.lastUsed = time.Now()
 	s.sessions[x.id] = x
+	defer s.startSweep()
 	s.mu.Unlock()
 	s.touchWorkspace(x, "running", nil)
 	s.log.Info("sandbox: session started", "project", project, "sandbox_session", x.id, "template", template, "flavor", flavor, "workspace", x.workspaceID)
