@@ -21,6 +21,7 @@ type instance struct {
 	st    *engine.Stream
 	mgr   *upstreams.Manager
 	long  bool
+	used  bool // served a call (per-call): removed one at a time
 }
 
 // alive reports whether the container's stream is still attached.
@@ -68,6 +69,35 @@ func (o *OnDemand) reserveLocked() bool {
 	}
 	o.count++
 	return true
+}
+
+// reserveEvictLocked is reserveLocked for a container a caller waits
+// for: when MaxContainers are in use, a warm container (of the pool
+// holding the most above its WarmPool) gives up its place, returned to be
+// discarded once o.mu is released. Warm containers are speculative; a
+// call or an mcp-add is not.
+func (o *OnDemand) reserveEvictLocked() (ok bool, evicted *instance) {
+	if o.reserveLocked() {
+		return true, nil
+	}
+	if o.closed {
+		return false, nil
+	}
+	var from *pool
+	for _, p := range o.pools {
+		if len(p.warm) > 0 && (from == nil || len(p.warm)-o.opts.WarmPool > len(from.warm)-o.opts.WarmPool) {
+			from = p
+		}
+	}
+	if from == nil {
+		return false, nil
+	}
+	select {
+	case in := <-from.warm:
+		return true, in // its reservation is the caller's now
+	default:
+		return false, nil
+	}
 }
 
 // unreserve gives back a reservation whose container never started.
@@ -250,20 +280,37 @@ func (o *OnDemand) environment(ctx context.Context, project string, e *CatalogEn
 	return env, nil
 }
 
-// retire gives back an instance's reservation and removes its container
-// in the background: removal first (it ends a call still running on it:
-// its owner is gone), then the connection, which then closes at once.
+// retire removes an instance's container in the background and gives
+// back its reservation once it is gone (discard).
 func (o *OnDemand) retire(in *instance) {
 	if in == nil {
 		return
 	}
-	o.mu.Lock()
-	o.count--
+	o.discard(in, true)
+}
+
+// discard removes an instance's container in the background: removal
+// first (it ends a call still running on it: its owner is gone), then the
+// connection, which then closes at once. With release, the container's
+// place under MaxContainers is given back once it is gone (not before:
+// the cap counts containers on the engine) and goes to a pool short of
+// its target, if one is, so a pool held back by the cap refills as places
+// free up; without, the caller passed the place on.
+func (o *OnDemand) discard(in *instance, release bool) {
 	if in.long {
+		o.mu.Lock()
 		o.long--
+		o.mu.Unlock()
 	}
-	o.mu.Unlock()
 	o.goBG(func() {
+		if in.used {
+			// Containers that served their call go one at a time: in a
+			// burst, removals running side by side take the engine's CPU
+			// from the calls on warm containers (their places stay
+			// counted until they are gone).
+			o.removing <- struct{}{}
+			defer func() { <-o.removing }()
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), o.opts.StopTimeout+10*time.Second)
 		if err := o.eng.Remove(rctx, in.id); err != nil {
 			o.log.Warn("removing a catalog container", "server", in.entry.Name, "container", hosted.ShortID(in.id), "err", err)
@@ -273,5 +320,13 @@ func (o *OnDemand) retire(in *instance) {
 		_ = in.mgr.Close(cctx)
 		cancel()
 		in.st.Close()
+		if release {
+			o.mu.Lock()
+			o.count--
+			for _, p := range o.pools {
+				o.refillLocked(p)
+			}
+			o.mu.Unlock()
+		}
 	})
 }

@@ -10,3 +10,17 @@ func ExpireIdle(o *OnDemand, project string) {
 		o.expire(project, so.key)
 	}
 }
+
+// ShrinkIdlePools does what each grown pool's idle timer does when it
+// fires, now.
+func ShrinkIdlePools(o *OnDemand) {
+	o.mu.Lock()
+	var ps []*pool
+	for _, p := range o.pools {
+		ps = append(ps, p)
+	}
+	o.mu.Unlock()
+	for _, p := range ps {
+		o.shrinkPool(p, true)
+	}
+}

@@ -52,6 +52,12 @@ type OnDemandOptions struct {
 	// per-call server keeps ready while a session has it added (0: every
 	// call starts a container cold).
 	WarmPool int
+	// WarmPoolMax is how far a pool grows under a burst: each call that
+	// finds it empty doubles its target, up to this (default 16; at
+	// least WarmPool). WarmPoolIdle (default 1m) without a call brings
+	// it back to WarmPool.
+	WarmPoolMax  int
+	WarmPoolIdle time.Duration
 	// MaxContainers caps the catalog's containers of all sessions and
 	// projects together: long-lived ones, per-call ones serving a call,
 	// and warm ones (default 20).
@@ -110,8 +116,10 @@ type OnDemand struct {
 	bgMu   sync.Mutex
 	bg     int
 	bgDone *sync.Cond
-	ctx    context.Context
-	cancel context.CancelFunc
+	// removing holds the removal of a container that served a call.
+	removing chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 type sessionKey struct{ project, session string }
@@ -145,6 +153,13 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	if opts.WarmPool < 0 {
 		opts.WarmPool = 0
 	}
+	if opts.WarmPoolMax <= 0 {
+		opts.WarmPoolMax = 16
+	}
+	opts.WarmPoolMax = max(opts.WarmPoolMax, opts.WarmPool)
+	if opts.WarmPoolIdle <= 0 {
+		opts.WarmPoolIdle = time.Minute
+	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = hosted.DefaultCallTimeout
 	}
@@ -170,7 +185,7 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
 		sessions: map[sessionKey]*sessionState{}, ended: map[sessionKey]bool{}, pools: map[poolKey]*pool{},
 		toolIndex: map[string]*CatalogEntry{}, learned: map[string][]switchboard.Tool{}, stateless: map[string]*statelessOwner{},
-		ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel, removing: make(chan struct{}, 1)}
 	o.bgDone = sync.NewCond(&o.bgMu)
 	for _, e := range o.cat.Entries { // in name order: the first server listing a tool gets it
 		for _, t := range e.Tools {
@@ -341,6 +356,9 @@ type OnDemandStatus struct {
 	Max        int      `json:"max_containers"`
 	LongLived  int      `json:"long_lived_containers"`
 	Warm       int      `json:"warm_containers"`
+	// WarmTarget is how many warm containers the pools aim at together:
+	// WarmPool each, more for a pool that a burst grew.
+	WarmTarget int `json:"warm_target"`
 	// Runtimes maps an entry to the runtime of its last container ("runsc",
 	// or "runc (runtime runsc not used: ...)").
 	Runtimes map[string]string `json:"runtimes,omitempty"`
@@ -354,6 +372,7 @@ func (o *OnDemand) Status() OnDemandStatus {
 		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long, Runtimes: maps.Clone(o.runtimes)}
 	for _, p := range o.pools {
 		s.Warm += len(p.warm)
+		s.WarmTarget += p.target
 	}
 	return s
 }

@@ -25,6 +25,12 @@ const fixturePkg = "github.com/switchboard-mcp/switchboard/internal/mcptest/mcpf
 // "callfix" a container per call.
 func onDemandEnv(t *testing.T, warm int) (*catalog.OnDemand, *engine.Engine, *notes) {
 	t.Helper()
+	return onDemandEnvWith(t, func(o *catalog.OnDemandOptions) { o.WarmPool = warm })
+}
+
+// onDemandEnvWith is onDemandEnv with options set by opt.
+func onDemandEnvWith(t *testing.T, opt func(*catalog.OnDemandOptions)) (*catalog.OnDemand, *engine.Engine, *notes) {
+	t.Helper()
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, fixturePkg)
 	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
@@ -37,13 +43,15 @@ registry:
 		t.Fatal(err)
 	}
 	n := &notes{}
-	o := catalog.NewOnDemand(catalog.OnDemandOptions{
-		Engine: eng, Catalog: cat, WarmPool: warm, Version: "test",
+	opts := catalog.OnDemandOptions{
+		Engine: eng, Catalog: cat, Version: "test",
 		Secrets: func(context.Context, string) (map[string]string, error) {
 			return map[string]string{"NAME": "long-one"}, nil
 		},
 		Notify: n.add,
-	})
+	}
+	opt(&opts)
+	o := catalog.NewOnDemand(opts)
 	t.Cleanup(func() {
 		if err := o.Close(context.Background()); err != nil {
 			t.Errorf("Close: %v", err)

@@ -68,6 +68,7 @@ func (o *OnDemand) callOn(ctx context.Context, act *activation, req switchboard.
 	if err != nil {
 		return nil, err
 	}
+	in.used = true
 	defer o.retire(in) // one call per container
 	return in.mgr.Call(ctx, req)
 }
@@ -156,14 +157,20 @@ func (o *OnDemand) add(ctx context.Context, project, session, name string, taken
 	}
 	o.mu.Unlock()
 	if dead != nil {
-		o.retire(dead.inst) // gives back its slot before the new one takes one
+		o.discard(dead.inst, false) // its place is the new container's
 	}
 
 	act := &activation{entry: e}
 	if e.LongLived {
-		o.mu.Lock()
-		ok := o.reserveLocked()
-		o.mu.Unlock()
+		ok, evicted := dead != nil, (*instance)(nil)
+		if !ok {
+			o.mu.Lock()
+			ok, evicted = o.reserveEvictLocked()
+			o.mu.Unlock()
+		}
+		if evicted != nil {
+			o.discard(evicted, false)
+		}
 		if !ok {
 			return res, o.errFull()
 		}
@@ -186,7 +193,7 @@ func (o *OnDemand) add(ctx context.Context, project, session, name string, taken
 			// A fresh container lists the tools; no call ran on it, so it
 			// goes back to the pool as a warm one before the pool is
 			// topped up (which would otherwise start one too many).
-			in, err := o.get(ctx, p, onPull)
+			in, err := o.get(ctx, p, false, onPull)
 			if err != nil {
 				o.mu.Lock()
 				dead := o.releaseLocked(p)

@@ -38,9 +38,14 @@ type Hosted struct {
 	ShutdownTimeout  time.Duration   `env:"MCP_SERVER_HOSTED_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	// Catalog names a catalog file (Docker MCP Gateway's `registry:`
 	// YAML) of servers client sessions switch on with mcp-add.
-	Catalog              string `env:"MCP_SERVER_CATALOG"`
-	CatalogWarmPool      int    `env:"MCP_SERVER_CATALOG_WARM_POOL" envDefault:"2"`
-	CatalogMaxContainers int    `env:"MCP_SERVER_CATALOG_MAX_CONTAINERS" envDefault:"20"`
+	Catalog         string `env:"MCP_SERVER_CATALOG"`
+	CatalogWarmPool int    `env:"MCP_SERVER_CATALOG_WARM_POOL" envDefault:"2"`
+	// CatalogWarmPoolMax is how far a per-call server's pool grows under
+	// a burst; CatalogWarmPoolIdle without a call brings it back to
+	// CatalogWarmPool.
+	CatalogWarmPoolMax   int           `env:"MCP_SERVER_CATALOG_WARM_POOL_MAX" envDefault:"16"`
+	CatalogWarmPoolIdle  time.Duration `env:"MCP_SERVER_CATALOG_WARM_POOL_IDLE" envDefault:"1m"`
+	CatalogMaxContainers int           `env:"MCP_SERVER_CATALOG_MAX_CONTAINERS" envDefault:"20"`
 	// CatalogIdle is how long what sessionless clients activated in the
 	// catalog is kept without a call.
 	CatalogIdle time.Duration `env:"MCP_SERVER_CATALOG_IDLE_TIMEOUT" envDefault:"10m"`
@@ -77,6 +82,12 @@ func (h Hosted) validate() []error {
 	}
 	if h.CatalogWarmPool < 0 || h.CatalogWarmPool > 16 {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_WARM_POOL: must be between 0 (no warm containers) and 16, got %d", h.CatalogWarmPool))
+	}
+	if h.CatalogWarmPoolMax < h.CatalogWarmPool || h.CatalogWarmPoolMax > 64 {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_WARM_POOL_MAX: must be between MCP_SERVER_CATALOG_WARM_POOL (%d) and 64, got %d", h.CatalogWarmPool, h.CatalogWarmPoolMax))
+	}
+	if h.CatalogWarmPoolIdle <= 0 {
+		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_WARM_POOL_IDLE: must be a positive duration such as 1m, got %s", h.CatalogWarmPoolIdle))
 	}
 	if h.CatalogIdle <= 0 {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_CATALOG_IDLE_TIMEOUT: must be a positive duration such as 10m, got %s", h.CatalogIdle))

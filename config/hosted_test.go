@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/switchboard-mcp/switchboard"
@@ -62,3 +63,35 @@ func TestHostedVariables(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// The warm pool's growth is bounded by a maximum no smaller than its
+// minimum, and it shrinks after a positive idle time.
+func TestCatalogWarmPoolVariables(t *testing.T) {
+	cfg, err := Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Hosted; h.CatalogWarmPool != 2 || h.CatalogWarmPoolMax != 16 || h.CatalogWarmPoolIdle != time.Minute {
+		t.Errorf("defaults: warm pool %d, max %d, idle %s; want 2, 16, 1m", h.CatalogWarmPool, h.CatalogWarmPoolMax, h.CatalogWarmPoolIdle)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		bad  string
+	}{
+		{"max below min", map[string]string{"MCP_SERVER_CATALOG_WARM_POOL": "4", "MCP_SERVER_CATALOG_WARM_POOL_MAX": "3"}, "MCP_SERVER_CATALOG_WARM_POOL_MAX"},
+		{"max too large", map[string]string{"MCP_SERVER_CATALOG_WARM_POOL_MAX": "65"}, "MCP_SERVER_CATALOG_WARM_POOL_MAX"},
+		{"idle zero", map[string]string{"MCP_SERVER_CATALOG_WARM_POOL_IDLE": "0s"}, "MCP_SERVER_CATALOG_WARM_POOL_IDLE"},
+		{"ok", map[string]string{"MCP_SERVER_CATALOG_WARM_POOL": "0", "MCP_SERVER_CATALOG_WARM_POOL_MAX": "0", "MCP_SERVER_CATALOG_WARM_POOL_IDLE": "5m"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(func(k string) string { return tc.env[k] })
+			switch {
+			case tc.bad == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tc.bad != "" && (err == nil || !contains(err.Error(), tc.bad)):
+				t.Fatalf("Load: %v, want an error naming %s", err, tc.bad)
+			}
+		})
+	}
+}

@@ -47,7 +47,7 @@ func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *e
 		log.Warn(w, "catalog", cfg.Hosted.Catalog)
 	}
 	opts := catalog.OnDemandOptions{
-		Catalog: cat, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy), WarmPool: cfg.Hosted.CatalogWarmPool, MaxContainers: cfg.Hosted.CatalogMaxContainers, IdleTimeout: cfg.Hosted.CatalogIdle,
+		Catalog: cat, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy), WarmPool: cfg.Hosted.CatalogWarmPool, WarmPoolMax: cfg.Hosted.CatalogWarmPoolMax, WarmPoolIdle: cfg.Hosted.CatalogWarmPoolIdle, MaxContainers: cfg.Hosted.CatalogMaxContainers, IdleTimeout: cfg.Hosted.CatalogIdle,
 		Version: version, CallTimeout: cfg.CallTimeout, MaxMessageBytes: cfg.MaxMessageBytes, ConnectTimeout: cfg.ConnectTimeout, StopTimeout: cfg.Hosted.StopTimeout,
 		Secrets: func(ctx context.Context, p string) (map[string]string, error) { return hub().SecretValues(ctx, p) },
 		Notify:  func(p, s string) { hub().SessionToolsChanged(p, s) },
