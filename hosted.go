@@ -132,6 +132,12 @@ type HostedStatus struct {
 	Stderr        string                `json:"stderr,omitempty"`
 	// Pull is the image pull under way (status "pulling").
 	Pull *PullProgress `json:"pull,omitempty"`
+	// Owner is the replica that runs the container, as its lease names
+	// it ("<owner id> <replica URL>"), when replicas share the store;
+	// empty while no replica holds it (a take-over under way).
+	Owner string `json:"owner,omitempty"`
+	// Local reports that this replica is the owner.
+	Local bool `json:"local,omitempty"`
 }
 
 // HostedCrash describes the last time a hosted server's container died.

@@ -33,6 +33,17 @@ const (
 // gateway itself) instead of waiting on itself until a timeout.
 const HopHeader = "X-Switchboard-Hop"
 
+// ReplicaTokenHeader carries the token replicas sharing a store present to
+// each other's internal endpoint (/internal/v1/); a request without it, or
+// with another value, is refused with 401. Never logged.
+const ReplicaTokenHeader = "X-Switchboard-Replica-Token"
+
+// DeadlineHeader carries, on a call handed to another replica, the
+// milliseconds left of the call's own deadline; the replica that serves
+// it bounds its work by them. A remote upstream whose spec lists this
+// header gets it set on every request from the request's context.
+const DeadlineHeader = "X-Switchboard-Deadline-Ms"
+
 // CallRequest is one tools/call as the edge received it, carried unchanged
 // from the edge down to whoever serves the tool (an upstream or a builtin).
 type CallRequest struct {

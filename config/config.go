@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -64,6 +65,14 @@ type Config struct {
 	// its last lease renewal (every third of it) when nothing on this
 	// host can tell sooner: past it, a replica removes its containers.
 	OwnerLease time.Duration `env:"MCP_SERVER_OWNER_LEASE" envDefault:"30s"`
+	// ReplicaURL is where replicas sharing the store reach this one's
+	// internal endpoint (a hosted server's calls handed to its owner);
+	// empty derives it from the listen address (ReplicaBase).
+	ReplicaURL string `env:"MCP_SERVER_REPLICA_URL"`
+	// ReplicaTick is how often each replica re-reads the hosted servers'
+	// rows and leases: it takes over servers without an owner, renews
+	// its own, starts, restarts and removes what changed elsewhere.
+	ReplicaTick time.Duration `env:"MCP_SERVER_REPLICA_TICK" envDefault:"1s"`
 
 	// OTLPEndpoint switches tracing on: the base URL of an OTLP/HTTP
 	// collector (http://collector:4318). Empty, the default, is off. The
@@ -221,10 +230,17 @@ func (c *Config) validate() []error {
 		{"MCP_SERVER_BREAKER_COOLDOWN", c.BreakerCooldown},
 		{"MCP_SERVER_SYNC_INTERVAL", c.SyncInterval},
 		{"MCP_SERVER_OWNER_LEASE", c.OwnerLease},
+		{"MCP_SERVER_REPLICA_TICK", c.ReplicaTick},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
 			bad(p.name, "must be a positive duration such as 30s, got %s", p.d)
+		}
+	}
+	if c.ReplicaURL != "" {
+		u, err := url.Parse(c.ReplicaURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			bad("MCP_SERVER_REPLICA_URL", "must be an http:// or https:// base URL without user, query or fragment, such as http://10.0.0.7:8080, got %q", c.ReplicaURL)
 		}
 	}
 	errs = append(errs, c.Hosted.validate()...)
@@ -305,6 +321,28 @@ func ParseLevel(s string) (slog.Level, error) {
 
 // Addr is the listen address.
 func (c Config) Addr() string { return net.JoinHostPort(c.Host, fmt.Sprint(c.Port)) }
+
+// ReplicaBase is the base URL replicas sharing the store reach this one
+// at, given the address it listens on (port 0 resolved):
+// MCP_SERVER_REPLICA_URL, else http:// and the listen address, where a
+// wildcard host (0.0.0.0, ::, empty) becomes this machine's host name.
+func (c Config) ReplicaBase(listen string) string {
+	if c.ReplicaURL != "" {
+		return strings.TrimRight(c.ReplicaURL, "/")
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
 
 // IsLoopback reports whether the gateway binds to a loopback address only.
 func (c Config) IsLoopback() bool { return loopbackHost(c.Host) }
@@ -409,7 +447,7 @@ func (c Config) LogAttrs() []any {
 		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
 		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
-		"sync_interval", c.SyncInterval, "owner_lease", c.OwnerLease, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
+		"sync_interval", c.SyncInterval, "owner_lease", c.OwnerLease, "replica_url", c.ReplicaURL, "replica_tick", c.ReplicaTick, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
 		"docker_host", dockerHostDescription(c.DockerHost),
 		"container_runtime", c.Hosted.ContainerRuntime, "hosted", c.Hosted.Enabled, "hosted_heartbeat", c.Hosted.Heartbeat, "hosted_backoff", c.Hosted.Backoff,

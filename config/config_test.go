@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +338,34 @@ func TestPprofAddr(t *testing.T) {
 		case want != "" && (err == nil || !strings.Contains(err.Error(), "MCP_SERVER_PPROF_ADDR") || !strings.Contains(err.Error(), want)):
 			t.Errorf("%s: error %v, want one naming MCP_SERVER_PPROF_ADDR and saying %q", addr, err, want)
 		}
+	}
+}
+
+// The replica URL is checked up front; without one, it is derived from
+// the listen address, a wildcard host becoming the host name.
+func TestReplicaURL(t *testing.T) {
+	for _, bad := range []string{"10.0.0.7:8080", "ftp://h:1", "http://u:p@h:1", "http://h:1?x=1", "http://"} {
+		_, err := Load(envOf(map[string]string{"HOME": "/home/u", "MCP_SERVER_REPLICA_URL": bad}))
+		if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_REPLICA_URL") {
+			t.Errorf("MCP_SERVER_REPLICA_URL=%q: %v, want an error naming it", bad, err)
+		}
+	}
+	cfg, err := Load(envOf(map[string]string{"HOME": "/home/u", "MCP_SERVER_REPLICA_URL": "http://10.0.0.7:8080/", "MCP_SERVER_REPLICA_TICK": "250ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ReplicaBase("127.0.0.1:9"); got != "http://10.0.0.7:8080" || cfg.ReplicaTick != 250*time.Millisecond {
+		t.Errorf("ReplicaBase = %q, tick %s", got, cfg.ReplicaTick)
+	}
+	cfg, _ = Load(envOf(map[string]string{"HOME": "/home/u"}))
+	if got := cfg.ReplicaBase("127.0.0.1:8080"); got != "http://127.0.0.1:8080" {
+		t.Errorf("loopback ReplicaBase = %q", got)
+	}
+	host, _ := os.Hostname()
+	if got := cfg.ReplicaBase("0.0.0.0:8080"); host != "" && got != "http://"+net.JoinHostPort(host, "8080") {
+		t.Errorf("wildcard ReplicaBase = %q, want the host name %q", got, host)
+	}
+	if _, err := Load(envOf(map[string]string{"HOME": "/home/u", "MCP_SERVER_REPLICA_TICK": "0s"})); err == nil {
+		t.Error("MCP_SERVER_REPLICA_TICK=0s accepted")
 	}
 }

@@ -383,6 +383,23 @@ func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]s
 	return ids, err
 }
 
+// TakeOver removes this instance's containers carrying labels whoever
+// created them, and returns their ids: what a replica that takes over a
+// row (a hosted server whose owner died or let its lease go) does before
+// it starts the row's container, so no second copy ever runs beside one
+// a dead owner left on this engine.
+func (e *Engine) TakeOver(ctx context.Context, labels map[string]string) ([]string, error) {
+	if len(labels) == 0 {
+		return nil, switchboard.Errorf(switchboard.ErrInvalid, "engine: TakeOver needs labels naming what is taken over")
+	}
+	removed, err := e.remove(ctx, labels, nil)
+	ids := make([]string, len(removed))
+	for i, st := range removed {
+		ids[i] = st.ID
+	}
+	return ids, err
+}
+
 // Sweep removes this instance's containers whose owner is not alive: a
 // gateway process that ended without removing them (killed with -9), or
 // none at all (an older gateway's, a command's). Those of this process and

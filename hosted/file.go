@@ -41,6 +41,14 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 			continue
 		}
 		old := s.byName(project, p.reg.Name)
+		if rem := s.remoteRef(project, p.reg.Name); old == nil && rem != nil {
+			// Another replica owns it: the row is shared; a changed entry
+			// is written to it, and its owner restarts it at its next tick.
+			if err := s.setRemoteFile(ctx, rem, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		switch {
 		case old != nil && old.plan.reg.Origin != "file":
 			errs = append(errs, switchboard.Errorf(switchboard.ErrConflict, "servers file: hosted server %q is already registered through the API; rename one", p.reg.Name))
@@ -81,6 +89,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 				errs = append(errs, err)
 				continue
 			}
+			s.claim(ctx, row.ID)
 			started = append(started, s.install(row, p))
 			s.log.Info("hosted server of the servers file added", "server", p.reg.Name)
 		}
@@ -101,6 +110,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 		if err := s.st.DeleteWorkspace(ctx, sup.id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 			errs = append(errs, err)
 		}
+		s.release(ctx, sup.id)
 		s.log.Info("hosted server removed from the servers file; its volumes are kept", "server", sup.plan.reg.Name)
 	}
 	s.opts.Changed(ctx, project)
@@ -131,4 +141,26 @@ func (s *Service) install(row switchboard.Workspace, p plan) *supervisor {
 	}
 	s.sups[row.ID] = sup
 	return sup
+}
+
+// setRemoteFile applies a servers-file entry to a row another replica
+// owns: nothing when it is unchanged, else the row's new registration.
+func (s *Service) setRemoteFile(ctx context.Context, rem *remoteRow, p plan) error {
+	if rem.plan.reg.Origin != "file" {
+		return switchboard.Errorf(switchboard.ErrConflict, "servers file: hosted server %q is already registered through the API; rename one", p.reg.Name)
+	}
+	if rem.key == regKey(p) {
+		return nil
+	}
+	cfg, err := encodeRow(s.opts.Box, rem.project, p.reg)
+	if err != nil {
+		return err
+	}
+	row, err := s.st.GetWorkspace(ctx, rem.id)
+	if err != nil {
+		return err
+	}
+	row.Config, row.Image = cfg, p.reg.Image
+	_, err = s.st.UpdateWorkspace(ctx, row)
+	return err
 }

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -77,8 +79,11 @@ type Options struct {
 	PullPolicy engine.PullPolicy
 	// EngineErr explains why there is no engine when Engine is nil.
 	EngineErr error
-	Timing    Timing
-	Logger    *slog.Logger
+	// Replication shares the rows with the replicas on the same store
+	// (replicas.go); nil runs every row here.
+	Replication *Replication
+	Timing      Timing
+	Logger      *slog.Logger
 }
 
 // Service owns every hosted server of a gateway instance.
@@ -95,6 +100,19 @@ type Service struct {
 	sups   map[string]*supervisor   // by row ID
 	gone   map[string]chan struct{} // projects whose servers are being removed
 	closed bool
+	// remote holds the rows another replica owns, renewed the last
+	// successful renewal of each owned row's lease (replicas.go).
+	remote  map[string]*remoteRow
+	renewed map[string]time.Time
+	// chGen counts the hub's changes; applied holds each project's last
+	// one applied, need the change each taken-over row waits for.
+	chGen   uint64
+	applied map[string]uint64
+	need    map[string]uint64
+	// The reconcile loop's lifetime (stopped first by Close).
+	loopCtx    context.Context
+	loopCancel context.CancelFunc
+	loopWG     sync.WaitGroup
 
 	// dirty holds the supervisors whose row may be stale, one entry per
 	// row however often it changed: the persister writes each row's
@@ -163,7 +181,8 @@ func New(opts Options) *Service {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
-		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
+		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, remote: map[string]*remoteRow{}, renewed: map[string]time.Time{}, applied: map[string]uint64{}, need: map[string]uint64{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
+	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
 	return s
 }
 
@@ -186,6 +205,16 @@ func (s *Service) errNoEngine() error {
 // not wait for them; an unreachable engine is reported in each server's
 // status and retried.
 func (s *Service) Start(ctx context.Context) error {
+	if s.replicated() {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return switchboard.Errorf(switchboard.ErrUnavailable, "shutting down")
+		}
+		s.startReplicas(ctx)
+		return nil
+	}
 	rows, err := s.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
 	if err != nil {
 		return fmt.Errorf("listing hosted servers: %w", err)
@@ -239,6 +268,11 @@ func (s *Service) Specs(project string) []switchboard.ServerSpec {
 		}
 		out = append(out, sup.spec())
 	}
+	for _, rem := range s.remote {
+		if rem.project == project {
+			out = append(out, s.remoteSpec(rem))
+		}
+	}
 	slices.SortFunc(out, func(a, b switchboard.ServerSpec) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -286,7 +320,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	}
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
-	if s.byName(project, p.reg.Name) != nil || s.opts.NameTaken(ctx, project, p.reg.Name) {
+	if s.byName(project, p.reg.Name) != nil || s.remoteRef(project, p.reg.Name) != nil || s.opts.NameTaken(ctx, project, p.reg.Name) {
 		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrConflict, "project %q already has a server named %q; pick another name", project, p.reg.Name)
 	}
 	if err := s.checkSecrets(ctx, project, p); err != nil {
@@ -331,6 +365,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
+	s.claim(ctx, row.ID)
 	if !present || policy == engine.PullAlways {
 		// The image comes from its registry first: the supervisor pulls
 		// it (status "pulling", with progress) and then starts the
@@ -341,7 +376,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 			return switchboard.HostedStatus{}, err
 		}
 		s.log.Info("hosted server registered; pulling its image", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
-		return sup.status(), nil
+		return s.ownStatus(sup.status()), nil
 	}
 	// A client that goes away must not cut a create off half-way (the
 	// container would exist without anyone knowing its ID).
@@ -353,6 +388,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		if derr := s.st.DeleteWorkspace(context.WithoutCancel(ctx), row.ID); derr != nil {
 			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
 		}
+		s.release(context.WithoutCancel(ctx), row.ID)
 		return switchboard.HostedStatus{}, err
 	}
 	sup := newSupervisor(s, row, p)
@@ -378,6 +414,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		if derr := s.st.DeleteWorkspace(bg, row.ID); derr != nil {
 			s.log.Error("removing the row of a failed registration", "hosted_id", row.ID, "err", derr)
 		}
+		s.release(bg, row.ID)
 		s.opts.Changed(bg, project)
 		if errors.Is(startErr, switchboard.ErrNotFound) || errors.Is(startErr, switchboard.ErrInvalid) {
 			return switchboard.HostedStatus{}, invalid("hosted server %q: the container could not start: %s", p.reg.Name, switchboard.Message(startErr))
@@ -385,7 +422,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		return switchboard.HostedStatus{}, startErr
 	}
 	s.log.Info("hosted server registered", "project", project, "server", p.reg.Name, "image", p.reg.Image, "hosted_id", row.ID)
-	return sup.status(), nil
+	return s.ownStatus(sup.status()), nil
 }
 
 // adopt makes a new registration's supervisor the service's and starts
@@ -646,8 +683,15 @@ func (s *Service) List(ctx context.Context, project string) ([]switchboard.Hoste
 	s.mu.Unlock()
 	out := make([]switchboard.HostedStatus, 0, len(sups))
 	for _, sup := range sups {
-		out = append(out, sup.status())
+		out = append(out, s.ownStatus(sup.status()))
 	}
+	s.mu.Lock()
+	for _, rem := range s.remote {
+		if rem.project == project {
+			out = append(out, s.remoteStatus(rem))
+		}
+	}
+	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b switchboard.HostedStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
@@ -657,9 +701,14 @@ func (s *Service) List(ctx context.Context, project string) ([]switchboard.Hoste
 func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
 	sup, err := s.supervisor(project, ref)
 	if err != nil {
+		if rem := s.remoteRef(project, ref); rem != nil {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.remoteStatus(rem), nil
+		}
 		return switchboard.HostedStatus{}, err
 	}
-	st := sup.status()
+	st := s.ownStatus(sup.status())
 	if st.ContainerID != "" && st.StartedAt != nil && s.eng != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -675,6 +724,17 @@ func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.Hos
 // counters. Errors: ErrNotFound, ErrUnavailable.
 func (s *Service) Restart(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
 	sup, err := s.supervisor(project, ref)
+	if rem := s.remoteRef(project, ref); err != nil && rem != nil {
+		b, remote, err := s.remoteOp(ctx, rem, "restart", nil)
+		if remote {
+			var st switchboard.HostedStatus
+			if err == nil {
+				err = json.Unmarshal(b, &st)
+			}
+			return st, err
+		}
+		sup, err = s.supervisor(project, ref) // this replica owns it now
+	}
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
@@ -685,12 +745,17 @@ func (s *Service) Restart(ctx context.Context, project, ref string) (switchboard
 		return switchboard.HostedStatus{}, err
 	}
 	s.log.Info("hosted server restart requested", "project", project, "server", sup.plan.reg.Name)
-	return sup.status(), nil
+	return s.ownStatus(sup.status()), nil
 }
 
 // Delete stops and removes a server's container, its volumes unless
 // keepVolumes, and its row. Errors: ErrNotFound.
 func (s *Service) Delete(ctx context.Context, project, ref string, keepVolumes bool) error {
+	if rem := s.remoteRef(project, ref); rem != nil {
+		if _, remote, err := s.remoteOp(ctx, rem, "delete", url.Values{"keep_volumes": {strconv.FormatBool(keepVolumes)}}); remote {
+			return err
+		}
+	}
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	sup, err := s.supervisor(project, ref)
@@ -706,6 +771,7 @@ func (s *Service) Delete(ctx context.Context, project, ref string, keepVolumes b
 	if err := s.st.DeleteWorkspace(ctx, sup.id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 		return err
 	}
+	s.release(context.WithoutCancel(ctx), sup.id)
 	s.log.Info("hosted server deleted", "project", project, "server", sup.plan.reg.Name, "kept_volumes", keepVolumes)
 	return nil
 }
@@ -750,8 +816,13 @@ func (s *Service) Logs(ctx context.Context, project, ref string, lines int) (str
 // with tool calls). A JSON-RPC error from the server comes back as
 // *switchboard.RPCError. Errors: ErrNotFound, ErrUnavailable, ErrTimeout.
 func (s *Service) Call(ctx context.Context, project, ref, method string, params json.RawMessage) (json.RawMessage, error) {
-	sup, err := s.supervisor(project, ref)
-	if err != nil {
+	var p plan
+	if sup, err := s.supervisor(project, ref); err == nil {
+		p = sup.plan
+	} else if rem := s.remoteRef(project, ref); rem != nil {
+		// Through this replica's connection to the owner.
+		p = rem.plan
+	} else {
 		return nil, err
 	}
 	if method == "" {
@@ -761,9 +832,9 @@ func (s *Service) Call(ctx context.Context, project, ref, method string, params 
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, sup.plan.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.callTimeout)
 	defer cancel()
-	return up.Request(ctx, sup.plan.reg.Name, method, rawParams(params))
+	return up.Request(ctx, p.reg.Name, method, rawParams(params))
 }
 
 func (s *Service) upstreams(project string) (Upstreams, error) {
@@ -851,6 +922,11 @@ func (s *Service) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	// No take-over starts from now on.
+	s.loopCancel()
+	s.loopWG.Wait()
+	s.mu.Lock()
 	sups := slices.Collect(maps.Values(s.sups))
 	s.mu.Unlock()
 	timeout := s.timing.ShutdownTimeout
@@ -859,7 +935,11 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	for _, sup := range sups {
-		wg.Go(func() { sup.close(timeout) })
+		wg.Go(func() {
+			sup.close(timeout)
+			// Drained: another replica takes it over at its next tick.
+			s.release(context.WithoutCancel(ctx), sup.id)
+		})
 	}
 	wg.Wait()
 	// The rows get the stopped servers' last states, unless ctx ends
@@ -877,6 +957,22 @@ func (s *Service) Close(ctx context.Context) error {
 // every state change), or ctx ends. Errors: ErrNotFound, ErrTimeout.
 func (s *Service) WaitStatus(ctx context.Context, project, ref string, cond func(switchboard.HostedStatus) bool) (switchboard.HostedStatus, error) {
 	sup, err := s.supervisor(project, ref)
+	if err != nil && s.remoteRef(project, ref) != nil {
+		// Another replica's: its row, as the owner stores it, every tick.
+		t := time.NewTicker(s.opts.Replication.Tick)
+		defer t.Stop()
+		for {
+			st, err := s.Get(ctx, project, ref)
+			if err != nil || cond(st) {
+				return st, err
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return st, switchboard.Errorf(switchboard.ErrTimeout, "hosted server %q: still %s on its owner replica", st.Name, st.Status)
+			}
+		}
+	}
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
@@ -927,6 +1023,11 @@ func (s *Service) ProjectGone(project string) <-chan struct{} {
 			delete(s.sups, id)
 		}
 	}
+	for id, rem := range s.remote {
+		if rem.project == project {
+			delete(s.remote, id)
+		}
+	}
 	done := make(chan struct{})
 	if len(gone) == 0 || s.closed {
 		s.mu.Unlock()
@@ -946,6 +1047,7 @@ func (s *Service) ProjectGone(project string) <-chan struct{} {
 			sup.close(s.timing.StopTimeout)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			s.cleanup(ctx, sup.id, sup.plan, false)
+			s.release(ctx, sup.id)
 			cancel()
 			s.log.Info("hosted server removed with its project", "project", project, "server", sup.plan.reg.Name)
 		}

@@ -1,7 +1,9 @@
 package secrets
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -185,4 +187,14 @@ func decodeKey(s string) ([]byte, error) {
 		return nil, fmt.Errorf("it is base64 for %d bytes", n)
 	}
 	return nil, fmt.Errorf("it is %d characters that are neither hex nor base64", len(s))
+}
+
+// ReplicaToken is the token replicas sharing a store present to each
+// other's internal endpoint: HMAC-SHA256 of a fixed label under the
+// secret key, which every replica must share to read project secrets and
+// no client has. The key itself never leaves the process.
+func (k Key) ReplicaToken() string {
+	m := hmac.New(sha256.New, k.Bytes)
+	m.Write([]byte("switchboard replica token v1"))
+	return hex.EncodeToString(m.Sum(nil))
 }

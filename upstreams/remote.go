@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,8 @@ func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, l
 	// One client per upstream: its connections are not shared with other
 	// upstreams, and no client header ever reaches it: only spec.Headers.
 	// Every body is read through the message limit.
-	c.httpc = &http.Client{Transport: limitTransport{hop: hop, limit: limit, onExceed: func(err error) {
+	_, deadline := spec.Headers[switchboard.DeadlineHeader]
+	c.httpc = &http.Client{Transport: limitTransport{hop: hop, deadline: deadline, limit: limit, onExceed: func(err error) {
 		msg := err.Error()
 		c.broken.Store(&msg)
 	}, base: traceTransport{base: &http.Transport{
@@ -346,15 +348,26 @@ func (c *remoteConn) setProtocolVersion(v string) {
 // *tooLargeError, reported once through onExceed.
 type limitTransport struct {
 	hop      string // our hop id, sent on every request when set
+	deadline bool   // set switchboard.DeadlineHeader from each request's context
 	limit    int64
 	onExceed func(error)
 	base     http.RoundTripper
 }
 
 func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.hop != "" {
+	if t.hop != "" || t.deadline {
 		r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
+	}
+	if t.hop != "" {
 		r.Header.Add(switchboard.HopHeader, t.hop)
+	}
+	if t.deadline {
+		// The time left travels; the clocks of two hosts need not agree.
+		if d, ok := r.Context().Deadline(); ok {
+			r.Header.Set(switchboard.DeadlineHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
+		} else {
+			r.Header.Del(switchboard.DeadlineHeader)
+		}
 	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp.Body == nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/lease"
 	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/secrets"
 )
 
 // hostedRuntime is the hosted-server service, closed after the hub.
@@ -76,7 +79,7 @@ func derivedInstanceName(cfg config.Config) string {
 // engine client. An engine that does not answer is a warning: the gateway
 // serves everything else and each hosted server reports why it waits.
 // hub is read when the service first needs it, after it is built.
-func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, eng *engine.Engine, box hosted.Sealer, hub func() *projects.Hub) *hostedRuntime {
+func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st switchboard.Store, eng *engine.Engine, box hosted.Sealer, repl *hosted.Replication, hub func() *projects.Hub) *hostedRuntime {
 	mgr := func(p string) (hosted.Upstreams, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -94,8 +97,9 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 			Backoff: cfg.Hosted.Backoff, StopTimeout: cfg.Hosted.StopTimeout, ShutdownTimeout: cfg.Hosted.ShutdownTimeout,
 			Heartbeat: cfg.Hosted.Heartbeat, PingTimeout: cfg.Hosted.PingTimeout, ConnectTimeout: cfg.ConnectTimeout,
 		},
-		PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
-		Logger:     log,
+		PullPolicy:  engine.PullPolicy(cfg.Images.PullPolicy),
+		Replication: repl,
+		Logger:      log,
 	}
 	if !cfg.Hosted.Enabled {
 		opts.EngineErr = fmt.Errorf("hosted servers are switched off (MCP_SERVER_HOSTED=false)")
@@ -108,6 +112,22 @@ func newHosted(ctx context.Context, cfg config.Config, log *slog.Logger, st swit
 		cancel()
 	}
 	return &hostedRuntime{svc: hosted.New(opts)}
+}
+
+// replication shares hosted servers with the replicas on the same store:
+// one owner per server (the lease "hosted/<row id>", MCP_SERVER_OWNER_LEASE
+// long), reconciled every MCP_SERVER_REPLICA_TICK; the others reach it at
+// its MCP_SERVER_REPLICA_URL through the internal endpoint, with a token
+// derived from the shared secret key.
+func replication(cfg config.Config, st switchboard.Store, proc *lease.Process, key secrets.Key, listen string) *hosted.Replication {
+	self := "http://" + listen
+	if host, port, err := net.SplitHostPort(listen); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			self = "http://" + net.JoinHostPort("127.0.0.1", port)
+		}
+	}
+	return &hosted.Replication{Leases: st, Owner: proc.ID(), URL: cfg.ReplicaBase(listen), Self: self,
+		Token: key.ReplicaToken(), TTL: cfg.OwnerLease, Tick: cfg.ReplicaTick, Alive: proc.Alive}
 }
 
 // loadHosted reads and checks the servers file's "hosted" entries.

@@ -118,7 +118,7 @@ func stillServes(t *testing.T, cs *mcp.ClientSession, sid string) {
 // TestTwoStartsOnOneDataDir: with gateway A serving a sandbox session and
 // a hosted server, a second start on the same data dir and port fails to
 // bind and touches nothing; a third on the same data dir and another port
-// starts, runs its own copies, and stops, removing only its own. A keeps
+// starts, runs its own session (A's hosted server it serves through A), and stops, removing only its own. A keeps
 // every container and answers the next call.
 func TestTwoStartsOnOneDataDir(t *testing.T) {
 	dir := t.TempDir()
@@ -147,12 +147,13 @@ func TestTwoStartsOnOneDataDir(t *testing.T) {
 	}
 
 	// C: same data dir, its own port: a full start (and sweep), its own
-	// hosted server and session, then a stop.
+	// session, A's hosted server served through A (one copy per store
+	// since issue 27), then a stop.
 	c := startGateway(t, servers, env)
 	ccs := sdkConnect(t, c.url+"/mcp", nil)
 	ownedSession(t, ccs)
-	if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 4 {
-		t.Errorf("with C up: %d containers, want A's 2 and C's 2", len(got))
+	if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 3 {
+		t.Errorf("with C up: %d containers, want A's 2 and C's session", len(got))
 	}
 	_ = ccs.Close()
 	c.stop(t)
@@ -179,8 +180,10 @@ func TestReplicaOwnership(t *testing.T) {
 	b := startGateway(t, servers, env)
 	bcs := sdkConnect(t, b.url+"/mcp", nil)
 	ownedSession(t, bcs)
-	if got := instanceContainers(t, inst); len(got) != 4 {
-		t.Fatalf("two replicas run %d containers, want 2 each", len(got))
+	// A sandbox session each, and the one copy of the hosted server (A's:
+	// replicas share it since issue 27).
+	if got := instanceContainers(t, inst); len(got) != 3 {
+		t.Fatalf("two replicas run %d containers, want a session each and one hosted server", len(got))
 	}
 
 	// A container of a replica that died: its owner id names a process
@@ -203,8 +206,8 @@ func TestReplicaOwnership(t *testing.T) {
 		return errors.Is(err, switchboard.ErrNotFound), "the dead replica's container is still there"
 	})
 	// Sweeps have run by now (every 3s): both replicas kept all.
-	if got := instanceContainers(t, inst); len(got) != 4 {
-		t.Fatalf("after the sweeps: %d containers, want the replicas' 4", len(got))
+	if got := instanceContainers(t, inst); len(got) != 3 {
+		t.Fatalf("after the sweeps: %d containers, want the replicas' 3", len(got))
 	}
 	_ = bcs.Close()
 	b.stop(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/config"
 	"github.com/switchboard-mcp/switchboard/console"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/hosted"
 	"github.com/switchboard-mcp/switchboard/lease"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/projects"
@@ -183,7 +184,8 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		return err
 	}
 	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
-	hr := newHosted(ctx, cfg, log, st, eng, box, func() *projects.Hub { return hub })
+	repl := replication(cfg, st, proc, key, ln.Addr().String())
+	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)
 	hub = projects.New(projects.Options{
@@ -255,7 +257,11 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	ui := console.New(console.Options{Version: version, Logger: log})
 	root := hub.Handler(admin, ui)
 	ui.Bind(root)
-	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	// Replicas' calls to each other, on the same listener.
+	mux := http.NewServeMux()
+	mux.Handle(hosted.InternalPrefix, hr.svc.Internal())
+	mux.Handle("/", root)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if cfg.PprofAddr != "" {
 		stop, err := servePprof(log, cfg.PprofAddr)
@@ -264,7 +270,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		}
 		undo.push("pprof", func(context.Context) error { stop(); return nil })
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
+	log.Info("listening", "addr", ln.Addr().String(), "replica_url", repl.URL, "mcp", "http://"+ln.Addr().String()+"/mcp", "servers", len(specs), "pid", os.Getpid())
 	if opts.Listening != nil {
 		opts.Listening(ln.Addr().String())
 	}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/hosted"
+	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+)
+
+// replicaSet starts n gateway processes (the real binary, so one can be
+// killed with -9) on one PostgreSQL and one engine instance, sharing the
+// secret key, with short leases and ticks.
+type replicaSet struct {
+	t    *testing.T
+	bin  string
+	env  []string
+	inst string
+}
+
+func newReplicaSet(t *testing.T) *replicaSet {
+	e := enginetest.New(t)
+	inst := testInstance("replicas")
+	ge, err := engine.New(engine.Options{Instance: inst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enginetest.Cleanup(t, ge); _ = ge.Close() })
+	_ = e
+	return &replicaSet{t: t, bin: buildBinary(t), inst: inst, env: []string{
+		"MCP_SERVER_PORT=0", "MCP_SERVER_LOG_FORMAT=json", "MCP_SERVER_DATABASE_URL=" + pgtest.NewDB(t),
+		"MCP_SERVER_SECRET_KEY=" + testSecretKey, "MCP_SERVER_INSTANCE=" + inst, "MCP_SERVER_SANDBOX=false",
+		"MCP_SERVER_OWNER_LEASE=3s", "MCP_SERVER_REPLICA_TICK=200ms", "MCP_SERVER_SYNC_INTERVAL=200ms",
+		"MCP_SERVER_SHUTDOWN_TIMEOUT=20s",
+	}}
+}
+
+func (rs *replicaSet) start() *binGateway {
+	return startBinary(rs.t, rs.bin, append(rs.env, "MCP_SERVER_DATA_DIR="+rs.t.TempDir())...)
+}
+
+// watchDuplicates samples the instance's running hosted containers every
+// 100 ms until the test ends and fails it when a sample holds two.
+func (rs *replicaSet) watchDuplicates() (stop func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var samples atomic.Int64
+	e, err := engine.New(engine.Options{Instance: rs.inst})
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	wg.Go(func() {
+		defer e.Close()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			list, err := e.List(ctx, map[string]string{engine.LabelKind: hosted.KindMCPServer})
+			if err == nil {
+				samples.Add(1)
+				running := 0
+				for _, st := range list {
+					if st.Running {
+						running++
+					}
+				}
+				if running > 1 {
+					rs.t.Errorf("a sample holds %d running containers of the one hosted server", running)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() int { cancel(); wg.Wait(); return int(samples.Load()) }
+}
+
+// hostedOwner is a replica's view of the server's owner.
+func hostedOwner(t *testing.T, g *binGateway) switchboard.HostedStatus {
+	var st switchboard.HostedStatus
+	newAPI(t, g.url, "").must(http.StatusOK, "GET", "/api/v1/mcp/servers/notes", nil, &st)
+	return st
+}
+
+// TestHostedReplicas: three replicas share one hosted server. Registered
+// on A, it runs once (A's), is listed on B and C with A as its owner,
+// and a file written through B's call is read through C's (one /data).
+// kill -9 of the owner: another replica takes it over and the next call
+// answers with the file still there. SIGTERM of the new owner while a
+// client calls through the third replica: the hand-over fails no call.
+// No sample ever holds two running containers, every answered call is
+// in the call log once, and nothing runs once all replicas stop.
+func TestHostedReplicas(t *testing.T) {
+	rs := newReplicaSet(t)
+	image := enginetest.GoImage(t, enginetest.New(t), mcpFixturePkg)
+	stopWatch := rs.watchDuplicates()
+	a, b, c := rs.start(), rs.start(), rs.start()
+	gateways := map[string]*binGateway{a.url: a, b.url: b, c.url: c}
+
+	newAPI(t, a.url, "").must(http.StatusCreated, "POST", "/api/v1/mcp/servers", map[string]any{
+		"name": "notes", "image": image, "tool_prefix": "n_", "volumes": []string{"/data"}}, nil)
+	for _, g := range []*binGateway{b, c} {
+		eventually(t, opTimeout, func() (bool, string) {
+			st := hostedOwner(t, g)
+			return strings.HasSuffix(st.Owner, " "+a.url) && !st.Local && st.Status == switchboard.HostedRunning,
+				fmt.Sprintf("%s sees owner %q, status %s", g.url, st.Owner, st.Status)
+		})
+	}
+	if st := hostedOwner(t, a); !st.Local {
+		t.Errorf("A does not see itself as the owner: %+v", st)
+	}
+	csB := sdkConnect(t, b.url+"/mcp", nil)
+	csC := sdkConnect(t, c.url+"/mcp", nil)
+	waitListed(t, csB, "n_echo")
+	waitListed(t, csC, "n_echo")
+	var mu sync.Mutex
+	answered := map[string]bool{}
+	callEcho := func(cs *mcp.ClientSession, marker string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "n_echo", Arguments: map[string]any{"text": marker}})
+		if err != nil {
+			return err
+		}
+		if res.IsError || text(t, res) != marker {
+			return fmt.Errorf("n_echo %s: %+v", marker, res)
+		}
+		mu.Lock()
+		answered[marker] = true
+		mu.Unlock()
+		return nil
+	}
+	if out := callText(t, csB, "n_write_file", map[string]any{"path": "/data/shared.txt", "text": "written through B"}); out != "ok" {
+		t.Fatalf("write through B: %s", out)
+	}
+	if out := callText(t, csC, "n_read_file", map[string]any{"path": "/data/shared.txt"}); out != "written through B" {
+		t.Fatalf("C reads %q, want what B wrote", out)
+	}
+	if got := instanceContainers(t, rs.inst); len(got) != 1 {
+		t.Fatalf("three replicas run %d containers, want the one", len(got))
+	}
+	if err := callEcho(csC, "before-kill"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The internal endpoint refuses a caller without the token.
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("POST", b.url+hosted.InternalPrefix+hostedOwner(t, b).ID+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set(switchboard.ReplicaTokenHeader, tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("internal endpoint with token %q: HTTP %d, want 401", tok, resp.StatusCode)
+		}
+	}
+
+	t.Run("kill -9 of the owner", func(t *testing.T) {
+		killed := time.Now()
+		a.kill(t)
+		delete(gateways, a.url)
+		var took time.Duration
+		eventually(t, opTimeout, func() (bool, string) {
+			err := callEcho(csB, "after-kill")
+			took = time.Since(killed)
+			return err == nil, fmt.Sprint("no answer after the kill: ", err)
+		})
+		t.Logf("take-over after kill -9 (same host): the first call answered %s after the kill", took.Round(time.Millisecond))
+		if out := callText(t, csC, "n_read_file", map[string]any{"path": "/data/shared.txt"}); out != "written through B" {
+			t.Fatalf("after the take-over C reads %q, want the file written before", out)
+		}
+		owner := hostedOwner(t, b).Owner
+		if strings.HasSuffix(owner, " "+a.url) || owner == "" {
+			t.Fatalf("owner after the kill: %q", owner)
+		}
+	})
+
+	t.Run("SIGTERM drain hands over without a failed call", func(t *testing.T) {
+		var owner, other *binGateway
+		var otherCS *mcp.ClientSession
+		if strings.HasSuffix(hostedOwner(t, b).Owner, " "+b.url) {
+			owner, other, otherCS = b, c, csC
+		} else {
+			owner, other, otherCS = c, b, csB
+		}
+		done := make(chan struct{})
+		var failures []error
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := callEcho(otherCS, fmt.Sprintf("drain-%d", n.Add(1))); err != nil {
+					failures = append(failures, err)
+				}
+			}
+		})
+		if err := owner.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		<-owner.drained
+		_ = owner.cmd.Wait()
+		owner.waited = true
+		delete(gateways, owner.url)
+		eventually(t, opTimeout, func() (bool, string) {
+			st := hostedOwner(t, other)
+			return st.Local && st.Status == switchboard.HostedRunning, "the remaining replica has not taken over: " + st.Status + " " + st.Owner
+		})
+		before := n.Load()
+		eventually(t, opTimeout, func() (bool, string) { return n.Load() >= before+5, "calls stalled" })
+		close(done)
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Errorf("%d of %d calls failed during the hand-over, first: %v", len(failures), n.Load(), failures[0])
+		}
+		t.Logf("%d calls through the remaining replica during the drain", n.Load())
+	})
+
+	// Every answered call is on record once, whichever replica served it.
+	var last *binGateway
+	for _, g := range gateways {
+		last = g
+	}
+	hist := newAPI(t, last.url, "")
+	eventually(t, opTimeout, func() (bool, string) {
+		seen := map[string]int{}
+		mu.Lock()
+		defer mu.Unlock()
+		for q := "?tool=n_echo&limit=1000"; ; {
+			page := hist.toolCalls("default", q)
+			for _, call := range page.Calls {
+				var args struct{ Text string }
+				_ = json.Unmarshal(call.Arguments, &args)
+				if answered[args.Text] {
+					seen[args.Text]++
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q = "?tool=n_echo&limit=1000&cursor=" + url.QueryEscape(page.Next)
+		}
+		for m := range answered {
+			if seen[m] != 1 {
+				return false, fmt.Sprintf("call %s is on record %d times", m, seen[m])
+			}
+		}
+		t.Logf("%d answered calls, each on record once", len(answered))
+		return true, ""
+	})
+
+	for _, g := range gateways {
+		_ = g.cmd.Process.Signal(syscall.SIGTERM)
+		<-g.drained
+		_ = g.cmd.Wait()
+		g.waited = true
+	}
+	if n := stopWatch(); n < 10 {
+		t.Errorf("only %d samples of the engine were taken", n)
+	}
+	if got := instanceContainers(t, rs.inst); len(got) != 0 {
+		t.Errorf("%d containers left once every replica stopped", len(got))
+	}
+}
+
+// waitListed waits until cs lists tool name.
+func waitListed(t *testing.T, cs *mcp.ClientSession, name string) {
+	t.Helper()
+	eventually(t, opTimeout, func() (bool, string) {
+		names := toolNames(t, cs)
+		return has(names, name), "tools: " + strings.Join(names, ",")
+	})
+}
