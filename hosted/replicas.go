@@ -29,17 +29,10 @@ import (
 // half its time to live stops that container (self-fencing), so the new
 // owner, which waits for the lease to expire, never runs a second copy.
 
-// LeaseStore is the part of the store ownership needs.
-type LeaseStore interface {
-	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error)
-	ReleaseLease(ctx context.Context, name, holder string) error
-	ListLeases(ctx context.Context, prefix string) ([]switchboard.Lease, error)
-}
-
 // Replication makes a Service share its rows with the replicas on the
 // same store.
 type Replication struct {
-	Leases LeaseStore
+	Leases switchboard.LeaseStore
 	// Owner is this process's owner id (lease.Process.ID); a row's lease
 	// is held by "<owner id> <URL>".
 	Owner string
