@@ -27,6 +27,14 @@
 //     Prints both lines and the hosted/stdio ratio (target >= 0.8). Needs
 //     the Docker engine (skipped without one). Its CPU/call counts this
 //     process only: the fixture runs in a child or a container.
+//   - BenchmarkAttachRelay (run with -benchtime 1x): the hosted path taken
+//     apart, no gateway: the fixture's echo over raw JSON-RPC lines as a
+//     child process (pipes), in a container through Docker's attach, and
+//     in a container whose stdio is a unix socket (sockrelay); round-trip
+//     p50/p99 and CPU per call of this process, dockerd and the shims.
+//   - BenchmarkCatalogBurst (run with -benchtime 1x): rounds of 16
+//     back-to-back calls of a per-call catalog server; p50/p99 of the 15
+//     after the first, per round (target p99 < 100 ms).
 //   - BenchmarkIdleMemory: VmRSS of a separately built (go build) and
 //     started gateway process, idle and with BENCH_MEMORY_SESSIONS (default
 //     1000) idle sessions open (targets < 40 MB idle, < +50 MB for 1000
