@@ -44,6 +44,11 @@ type Sandbox struct {
 	// file system of that size; 0: no limit. Engines without sized
 	// volumes get plain ones, with a warning.
 	WorkspaceSize int64 `env:"MCP_SERVER_SANDBOX_WORKSPACE_SIZE" envDefault:"1073741824"`
+	// WarmPool is how many started containers, each on a fresh empty
+	// workspace, are kept ready per project, template and flavor once the
+	// project started a session of them; they count in MaxSessions. 0:
+	// none, every new session starts its own container.
+	WarmPool int `env:"MCP_SERVER_SANDBOX_WARM_POOL" envDefault:"1"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.
@@ -179,6 +184,9 @@ func (s Sandbox) validate(dockerHost string) []error {
 	}
 	if s.WorkspaceSize != 0 && s.WorkspaceSize < 16<<20 {
 		bad("MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "must be at least 16777216 bytes (16 MiB), or 0 for no limit, got %d", s.WorkspaceSize)
+	}
+	if s.WarmPool < 0 || s.WarmPool > s.MaxSessions {
+		bad("MCP_SERVER_SANDBOX_WARM_POOL", "must be between 0 (no warm containers) and MCP_SERVER_SANDBOX_MAX_SESSIONS (%d), got %d", s.MaxSessions, s.WarmPool)
 	}
 	if s.OutputLimit < 1024 {
 		bad("MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "must be at least 1024 bytes, got %d", s.OutputLimit)

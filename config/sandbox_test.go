@@ -17,7 +17,7 @@ func TestSandboxDefaults(t *testing.T) {
 	}
 	want := Sandbox{Enabled: true, ImagePython: "switchboard-sandbox:latest", ImageNode: "switchboard-sandbox:latest",
 		SessionTimeout: 30 * time.Minute, MaxSessions: 10, MaxTimeout: 5 * time.Minute, OutputLimit: 1 << 20,
-		WorkspaceRetention: 24 * time.Hour, WorkspaceSize: 1 << 30}
+		WorkspaceRetention: 24 * time.Hour, WorkspaceSize: 1 << 30, WarmPool: 1}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
@@ -55,6 +55,8 @@ func TestSandboxVolumes(t *testing.T) {
 func TestSandboxRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ key, value string }{
 		"not json":                 {"MCP_SERVER_SANDBOX_VOLUMES", `data:/x`},
+		"negative warm pool":       {"MCP_SERVER_SANDBOX_WARM_POOL", "-1"},
+		"warm pool over the cap":   {"MCP_SERVER_SANDBOX_WARM_POOL", "11"},
 		"relative target":          {"MCP_SERVER_SANDBOX_VOLUMES", `["data:x"]`},
 		"workspace":                {"MCP_SERVER_SANDBOX_VOLUMES", `["data:/workspace/x"]`},
 		"bind over the workspace":  {"MCP_SERVER_SANDBOX_VOLUMES", `["/srv/d:/workspace"]`},

@@ -195,6 +195,8 @@ type Status struct {
 	Runtimes       engine.RuntimeReport `json:"runtimes"`
 	Images         map[string]string    `json:"images"` // template -> "present: ref" or what to do
 	Sessions       int                  `json:"sessions"`
+	// Warm counts the warm containers ready for new sessions.
+	Warm int `json:"warm"`
 }
 
 // Status asks the engine (bounded by ctx) whether it answers and has the
@@ -213,6 +215,7 @@ func (s *Service) Status(ctx context.Context) Status {
 		s.mu.Unlock()
 	}
 	cached.Sessions = n
+	cached.Warm = s.Pooled("")
 	return cached
 }
 

@@ -61,6 +61,11 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		created = true
 	}
 	res, err := s.run(ctx, x, visible(agent), r, created, progress, false)
+	if created {
+		// After the first command, not before: on a small machine a
+		// container being made beside it slows it down.
+		defer s.refill(poolKey{project, x.template, x.flavor})
+	}
 	var ns notStarted
 	if errors.As(err, &ns) {
 		// The program did not start: the session's supervisor or its

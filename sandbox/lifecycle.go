@@ -246,6 +246,11 @@ func (s *Service) tend(ctx context.Context) error {
 				s.log.Info("sandbox: removed a workspace left half-made by a crash", "project", w.ProjectID, "workspace", w.ID)
 			}
 			continue
+		case WorkspacePooled:
+			if err := s.tendPooled(ctx, w); err != nil {
+				errs = append(errs, err)
+			}
+			continue
 		case WorkspaceReady:
 		default:
 			continue
@@ -342,7 +347,21 @@ func (s *Service) projectObjects(ctx context.Context, project string) ([]switchb
 func (s *Service) ProjectUsage(ctx context.Context, project string) (sessions, workspaces int, err error) {
 	sessions = len(s.Sessions(project))
 	rows, orphans, err := s.projectObjects(ctx, project)
-	return sessions, len(rows) + len(orphans), err
+	// Warm containers' workspaces are the gateway's, not the project's
+	// data: deleting the project removes them without asking.
+	pooled := s.pooledVolumes()
+	workspaces = len(rows) + len(orphans)
+	for _, w := range rows {
+		if w.Status == WorkspacePooled {
+			workspaces--
+		}
+	}
+	for _, v := range orphans {
+		if pooled[v] {
+			workspaces--
+		}
+	}
+	return sessions, workspaces, err
 }
 
 // DeleteProject removes everything the sandbox keeps for project: it
@@ -358,6 +377,7 @@ func (s *Service) DeleteProject(ctx context.Context, project string) error {
 	for s.pending[project] > 0 {
 		s.settled.Wait() // a start under way sees the mark and undoes itself
 	}
+	warm := s.drainLocked(func(k poolKey) bool { return k.project == project })
 	var live []*session
 	for _, x := range s.sessions {
 		if x.project == project {
@@ -372,6 +392,7 @@ func (s *Service) DeleteProject(ctx context.Context, project string) error {
 		}
 		s.mu.Unlock()
 	}()
+	s.removeAll(warm)
 	var errs []error
 	for _, x := range live {
 		if err := s.stop(ctx, x, "project deleted"); err != nil {
@@ -394,6 +415,6 @@ func (s *Service) DeleteProject(ctx context.Context, project string) error {
 			errs = append(errs, engineError(err))
 		}
 	}
-	s.log.Info("sandbox: project's sessions and workspaces removed", "project", project, "sessions", len(live), "workspaces", len(rows), "volumes_without_row", len(orphans), "failures", len(errs))
+	s.log.Info("sandbox: project's sessions and workspaces removed", "project", project, "sessions", len(live), "warm", len(warm), "workspaces", len(rows), "volumes_without_row", len(orphans), "failures", len(errs))
 	return errors.Join(errs...)
 }

@@ -103,7 +103,18 @@ type Options struct {
 	// GiB, negative: no limit. An engine without sized volumes
 	// (DiskLimits) gets plain volumes, said once.
 	WorkspaceBytes int64
-	Logger         *slog.Logger
+	// WarmPool is how many started containers, each on a fresh empty
+	// workspace, are kept ready per project, template and flavor once
+	// that project started a session of them (see pool.go); 0: none.
+	WarmPool int
+	// PoolIdle drains a pool nobody took from for this long; default
+	// SessionTimeout.
+	PoolIdle time.Duration
+	// Alive reports whether gateway process owner lives (lease.Process.
+	// Alive): tend removes the warm workspaces of one that does not. nil:
+	// other processes' warm workspaces are left alone.
+	Alive  func(ctx context.Context, owner string) (bool, error)
+	Logger *slog.Logger
 }
 
 // Service runs sandbox sessions for every project. Its tools are served
@@ -117,6 +128,7 @@ type Service struct {
 	pending  map[string]int      // sessions being created, per project
 	settled  *sync.Cond          // on mu: a pending start ended
 	closed   bool
+	pool     poolState // on mu
 
 	wsMu     sync.Mutex     // serializes attach, detach, snapshot, restore and deletions
 	rowMu    [32]sync.Mutex // a workspace row's read-modify-write, by a hash of its id
@@ -197,12 +209,16 @@ func New(opts Options) *Service {
 	if opts.WorkspaceBytes == 0 {
 		opts.WorkspaceBytes = 1 << 30
 	}
+	if opts.PoolIdle <= 0 {
+		opts.PoolIdle = opts.SessionTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, log: opts.Logger, sessions: map[string]*session{}, pending: map[string]int{}, deleting: map[string]int{}, ctx: ctx, cancel: cancel}
 	s.settled = sync.NewCond(&s.mu)
+	s.pool.init()
 	return s
 }
 
@@ -217,8 +233,9 @@ func (s *Service) startSweep() {
 	})
 }
 
-// Close stops every session (containers removed, workspaces kept) and
-// the sweeper. It is idempotent.
+// Close stops every session (containers removed, workspaces kept), the
+// sweeper, and drains the warm pool (containers and their workspaces
+// removed). It is idempotent.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -230,10 +247,12 @@ func (s *Service) Close(ctx context.Context) error {
 	for _, x := range s.sessions {
 		list = append(list, x)
 	}
+	warm := s.drainLocked(func(poolKey) bool { return true })
 	s.mu.Unlock()
 	s.cancel()
 	s.sweepOnce.Do(func() {}) // a sweeper starting now has started
-	s.wg.Wait()
+	s.wg.Wait()               // fills under way removed what they made
+	s.removeAll(warm)
 	var wg sync.WaitGroup
 	errs := make([]error, len(list))
 	for i, x := range list {
@@ -272,6 +291,7 @@ func (s *Service) sweep() {
 			}
 			cancel()
 		}
+		s.drainIdle(now)
 		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 		s.tend(ctx)
 		cancel()
@@ -390,15 +410,32 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		s.mu.Unlock()
 		return nil, errProjectDeleting(project)
 	}
-	n := s.pending[project]
-	for _, x := range s.sessions {
-		if x.project == project {
-			n++
+	for {
+		if wsID == "" {
+			if x := s.takeLocked(poolKey{project, template, flavor}); x != nil {
+				return s.startWarm(x, agent), nil // s.mu is released
+			}
 		}
-	}
-	if n >= s.opts.MaxSessions {
-		s.mu.Unlock()
-		return nil, switchboard.Errorf(switchboard.ErrResourceLimit, "this project has %d sandbox sessions open, the limit (MCP_SERVER_SANDBOX_MAX_SESSIONS); stop one with stop_session or reuse one with session_id", n)
+		// Warm containers count in the cap, but never refuse a session:
+		// one of another template or flavor is given up for it, and one
+		// being made is waited for (then taken or given up).
+		n := s.countLocked(project)
+		if n < s.opts.MaxSessions || s.evictLocked(project) {
+			break
+		}
+		if s.fillingLocked(project) == 0 {
+			s.mu.Unlock()
+			return nil, switchboard.Errorf(switchboard.ErrResourceLimit, "this project has %d sandbox sessions open, the limit (MCP_SERVER_SANDBOX_MAX_SESSIONS); stop one with stop_session or reuse one with session_id", n)
+		}
+		s.settled.Wait()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+		}
+		if s.deleting[project] > 0 {
+			s.mu.Unlock()
+			return nil, errProjectDeleting(project)
+		}
 	}
 	s.pending[project]++
 	s.mu.Unlock()
@@ -569,6 +606,7 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	s.mu.Unlock()
 	s.touchWorkspace(x, WorkspaceReady, nil)
 	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
+	s.refillProject(x.project) // room under the cap it held back
 	return nil
 }
 

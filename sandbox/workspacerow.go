@@ -30,6 +30,9 @@ type workspaceConfig struct {
 	// EndedAt is when its last session ended (stopped, idle, the gateway
 	// shut down, or found gone after a crash).
 	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Owner is the gateway process (engine.Owner) that made a pooled
+	// workspace, whose end makes it a leftover.
+	Owner string `json:"owner,omitempty"`
 	// Attaches are its last maxAttaches attaches, oldest first.
 	Attaches []switchboard.AttachEvent `json:"attach_history,omitempty"`
 }

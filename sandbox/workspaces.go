@@ -34,7 +34,7 @@ func (s *Service) workspaceRow(ctx context.Context, project, id, kind string) (s
 	}
 	w, err := s.opts.Store.GetWorkspace(ctx, id)
 	isSnap := w.Status == WorkspaceSnapshot
-	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace || (kind != kindAny && isSnap != (kind == WorkspaceSnapshot)) {
+	if err != nil || w.Status == WorkspacePooled || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace || (kind != kindAny && isSnap != (kind == WorkspaceSnapshot)) {
 		if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 			return w, cfg, switchboard.Errorf(switchboard.ErrInternal, "sandbox: reading workspace %s failed", id)
 		}
@@ -91,6 +91,9 @@ func (s *Service) Workspaces(ctx context.Context, project string) ([]switchboard
 	}
 	out := []switchboard.WorkspaceInfo{}
 	for _, w := range rows {
+		if w.Status == WorkspacePooled {
+			continue // a warm container's: nobody's yet
+		}
 		var cfg workspaceConfig
 		_ = json.Unmarshal(w.Config, &cfg)
 		out = append(out, s.infoOf(w, cfg))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -17,11 +18,14 @@ import (
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/sandbox"
 	"github.com/switchboard-mcp/switchboard/sandbox/sandboxtest"
 )
 
 // ownedGatewayEnv is a gateway serving the sandbox tools and hosted
-// server "keeper" on the engine instance inst.
+// server "keeper" on the engine instance inst, without warm sandbox
+// containers unless extra sets MCP_SERVER_SANDBOX_WARM_POOL (the tests
+// count containers).
 func ownedGatewayEnv(t *testing.T, inst string, extra map[string]string) (env map[string]string, servers [][2]any) {
 	t.Helper()
 	e := enginetest.New(t)
@@ -34,7 +38,8 @@ func ownedGatewayEnv(t *testing.T, inst string, extra map[string]string) (env ma
 	}
 	t.Cleanup(func() { enginetest.Cleanup(t, ge); _ = ge.Close() })
 	env = map[string]string{"MCP_SERVER_SANDBOX": "true", "MCP_SERVER_INSTANCE": inst,
-		"MCP_SERVER_SANDBOX_IMAGE_PYTHON": img, "MCP_SERVER_SANDBOX_IMAGE_NODE": img, "MCP_SERVER_SANDBOX_MAX_TIMEOUT": "60s"}
+		"MCP_SERVER_SANDBOX_IMAGE_PYTHON": img, "MCP_SERVER_SANDBOX_IMAGE_NODE": img, "MCP_SERVER_SANDBOX_MAX_TIMEOUT": "60s",
+		"MCP_SERVER_SANDBOX_WARM_POOL": "0"}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -68,6 +73,21 @@ func instanceContainers(t *testing.T, inst string) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// workspaceVolumes lists the sandbox workspace volumes of inst.
+func workspaceVolumes(t *testing.T, inst string) []engine.Volume {
+	t.Helper()
+	e, err := engine.New(engine.Options{Instance: inst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	vs, err := e.ListVolumes(context.Background(), map[string]string{engine.LabelKind: sandbox.KindWorkspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
 }
 
 // ownedSession starts a sandbox session that wrote a file, and waits for
@@ -225,7 +245,7 @@ func TestReplicaOwnership(t *testing.T) {
 // file unreadable.
 func TestProjectDeleteRemovesEverything(t *testing.T) {
 	inst := testInstance("own-delete")
-	env, _ := ownedGatewayEnv(t, inst, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	env, _ := ownedGatewayEnv(t, inst, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken, "MCP_SERVER_SANDBOX_WARM_POOL": "1"})
 	hostedImg := enginetest.GoImage(t, enginetest.New(t), mcpFixturePkg)
 	g := startGateway(t, nil, env)
 	admin := newAPI(t, g.url, adminToken)
@@ -252,9 +272,13 @@ func TestProjectDeleteRemovesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if cs, vs, err := e.ProjectObjects(ctx, "p1"); err != nil || cs != 2 || vs != 2 {
-		t.Fatalf("p1 on the engine: %d containers, %d volumes, %v; want 2 and 2", cs, vs, err)
-	}
+	// The session, its warm successor and the hosted server; their
+	// volumes. The warm container is not the project's data: the
+	// refusal below does not count it.
+	eventually(t, 90*time.Second, func() (bool, string) {
+		cs, vs, err := e.ProjectObjects(ctx, "p1")
+		return err == nil && cs == 3 && vs == 3, fmt.Sprintf("p1 on the engine: %d containers, %d volumes, %v; want 3 and 3", cs, vs, err)
+	})
 
 	msg := admin.fails(409, "conflict", "DELETE", "/api/v1/projects/p1", nil)
 	for _, want := range []string{"1 sandbox session", "1 hosted server", "force=true"} {
@@ -294,13 +318,14 @@ func TestProjectDeleteRemovesEverything(t *testing.T) {
 
 // TestKillRecoversContainers: after kill -9 of the real binary, the next
 // start on the same data dir removes what the killed process left (its
-// sandbox session and hosted server container) before it starts
-// anything, at once (not after the lease), and runs exactly one copy of
-// the hosted server; the workspace's files are kept.
+// sandbox session, its warm sandbox container and hosted server
+// container) before it starts anything, at once (not after the lease),
+// and runs exactly one copy of the hosted server; the session's
+// workspace is kept, the warm container's goes (volume and row).
 func TestKillRecoversContainers(t *testing.T) {
 	bin := buildBinary(t)
 	inst := testInstance("own-kill")
-	envMap, servers := ownedGatewayEnv(t, inst, map[string]string{"MCP_SERVER_OWNER_LEASE": "1h"})
+	envMap, servers := ownedGatewayEnv(t, inst, map[string]string{"MCP_SERVER_OWNER_LEASE": "1h", "MCP_SERVER_SANDBOX_WARM_POOL": "1"})
 	dir := t.TempDir()
 	file := dir + "/servers.json"
 	writeServers(t, file, servers)
@@ -311,9 +336,13 @@ func TestKillRecoversContainers(t *testing.T) {
 	first := startBinary(t, bin, env...)
 	cs := sdkConnect(t, first.url+"/mcp", nil)
 	ownedSession(t, cs)
-	left := instanceContainers(t, inst)
-	if len(left) != 2 {
-		t.Fatalf("the first gateway runs %d containers, want 2", len(left))
+	var left []string
+	eventually(t, 90*time.Second, func() (bool, string) {
+		left = instanceContainers(t, inst)
+		return len(left) == 3, fmt.Sprintf("the first gateway runs %d containers, want 3 (session, warm, hosted)", len(left))
+	})
+	if n := len(workspaceVolumes(t, inst)); n != 2 {
+		t.Fatalf("the first gateway has %d workspace volumes, want 2 (the session's, the warm container's)", n)
 	}
 	_ = cs.Close()
 	first.kill(t)
@@ -326,6 +355,9 @@ func TestKillRecoversContainers(t *testing.T) {
 		if slices.Contains(left, id) {
 			t.Errorf("container %s of the killed gateway still runs", id[:12])
 		}
+	}
+	if n := len(workspaceVolumes(t, inst)); n != 1 {
+		t.Errorf("after the restart: %d workspace volumes, want the session's only", n)
 	}
 	cs = sdkConnect(t, second.url+"/mcp", nil)
 	defer cs.Close()

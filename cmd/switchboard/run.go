@@ -169,7 +169,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		undo.push("call log", calls.Close) // flushed after every call has ended
 		observers = append(observers, calls)
 	}
-	sbox := startSandbox(ctx, cfg, st, eng, log)
+	sbox := startSandbox(ctx, cfg, st, eng, proc.Alive, log)
 	undo.push("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).

@@ -43,8 +43,9 @@ type sandboxRuntime struct {
 // sandboxServer is the name the sandbox tools are listed under.
 const sandboxServer = "sandbox"
 
-// startSandbox builds the sandbox service.
-func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, e *engine.Engine, log *slog.Logger) *sandboxRuntime {
+// startSandbox builds the sandbox service. alive tells whether a gateway
+// process lives (the owner lease), for the warm workspaces of dead ones.
+func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, e *engine.Engine, alive func(context.Context, string) (bool, error), log *slog.Logger) *sandboxRuntime {
 	vols, _ := cfg.Sandbox.ParsedVolumes() // validated by config.Load
 	var mounts []sandbox.Volume
 	for _, v := range vols {
@@ -63,6 +64,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
 		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention, WorkspaceBytes: size,
+		WarmPool: cfg.Sandbox.WarmPool, Alive: alive,
 		Logger: log.With("component", "sandbox"),
 	})
 	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
@@ -240,6 +242,7 @@ func (r *sandboxRuntime) apply(project string, on bool) {
 		hub.SetBuiltin(project, sandboxServer, r.svc.Tools(project))
 	} else {
 		hub.SetBuiltin(project, sandboxServer, nil)
+		r.svc.Drain(project) // its warm containers serve nobody now
 	}
 }
 
