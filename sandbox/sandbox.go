@@ -402,15 +402,11 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		flavor = "small"
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
-	}
-	if s.deleting[project] > 0 {
-		s.mu.Unlock()
-		return nil, errProjectDeleting(project)
-	}
 	for {
+		if err := s.closingLocked(project); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
 		if wsID == "" {
 			if x := s.takeLocked(poolKey{project, template, flavor}); x != nil {
 				return s.startWarm(x, agent), nil // s.mu is released
@@ -428,14 +424,6 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 			return nil, switchboard.Errorf(switchboard.ErrResourceLimit, "this project has %d sandbox sessions open, the limit (MCP_SERVER_SANDBOX_MAX_SESSIONS); stop one with stop_session or reuse one with session_id", n)
 		}
 		s.settled.Wait()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
-		}
-		if s.deleting[project] > 0 {
-			s.mu.Unlock()
-			return nil, errProjectDeleting(project)
-		}
 	}
 	s.pending[project]++
 	s.mu.Unlock()
@@ -487,6 +475,18 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 	s.touchWorkspace(x, "running", nil)
 	s.log.Info("sandbox: session started", "project", project, "sandbox_session", x.id, "template", template, "flavor", flavor, "workspace", x.workspaceID)
 	return x, nil
+}
+
+// closingLocked refuses a new session of project while the service
+// closes or the project is being deleted. Callers hold s.mu.
+func (s *Service) closingLocked(project string) error {
+	if s.closed {
+		return switchboard.Errorf(switchboard.ErrUnavailable, "the gateway is shutting down")
+	}
+	if s.deleting[project] > 0 {
+		return errProjectDeleting(project)
+	}
+	return nil
 }
 
 // startContainer launches a container for session x on its workspace
