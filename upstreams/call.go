@@ -29,21 +29,6 @@ type progressSink struct {
 // a progress token in meta is replaced by one unique to this connection
 // so progress from a shared upstream reaches the right client.
 func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage), client switchboard.ClientPeer) (json.RawMessage, error) {
-	timeout := u.callTimeout()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if !u.enter() {
-		return nil, u.errRemoved()
-	}
-	defer u.leave()
-	if err := u.takeTurn(ctx); err != nil {
-		return nil, u.callErr(ctx, "tool", name, timeout, err)
-	}
-	defer u.endTurn()
-	c, err := u.ensure(ctx)
-	if err != nil {
-		return nil, u.callErr(ctx, "tool", name, timeout, err)
-	}
 	// Built by hand to keep the client's argument bytes and key order;
 	// compacting also guarantees no newline reaches a stdio frame.
 	head := make([]byte, 0, len(args)+len(name)+64)
@@ -88,34 +73,7 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 		}
 		if tok, ok := mm["progressToken"]; ok && onProgress != nil {
 			ours := u.spec.Name + "-p" + strconv.FormatInt(u.progressSeq.Add(1), 10)
-			sink := &progressSink{token: tok, ch: make(chan json.RawMessage, 32)}
-			u.progress.Store(ours, sink)
-			stop := make(chan struct{})
-			var fwd sync.WaitGroup
-			fwd.Go(func() {
-				for {
-					select {
-					case p := <-sink.ch:
-						onProgress(p)
-					case <-stop:
-						// Progress that arrived before the result goes out
-						// before it.
-						for {
-							select {
-							case p := <-sink.ch:
-								onProgress(p)
-							default:
-								return
-							}
-						}
-					}
-				}
-			})
-			defer func() {
-				u.progress.Delete(ours)
-				close(stop)
-				fwd.Wait()
-			}()
+			defer u.relayProgress(ours, tok, onProgress)()
 			mm["progressToken"] = mustJSON(ours)
 		}
 		if len(mm) == 0 && dropped > 0 {
@@ -124,26 +82,92 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			send = false
 		}
 	}
+	return u.exchange(ctx, "tool", name, "tools/call", client, func(c conn) any {
+		p := callParams(head, mm, send, c)
+		// A second rendering (after a lost session) must not write over
+		// the bytes of the first.
+		head = slices.Clip(head)
+		return p
+	})
+}
+
+// relayProgress registers a sink for the upstream's progress on token
+// ours and relays it, in order, to onProgress as the client's token; the
+// returned func unregisters it after relaying what arrived before the
+// result.
+func (u *upstream) relayProgress(ours string, tok json.RawMessage, onProgress func(json.RawMessage)) (done func()) {
+	sink := &progressSink{token: tok, ch: make(chan json.RawMessage, 32)}
+	u.progress.Store(ours, sink)
+	stop := make(chan struct{})
+	var fwd sync.WaitGroup
+	fwd.Go(func() {
+		for {
+			select {
+			case p := <-sink.ch:
+				onProgress(p)
+			case <-stop:
+				// Progress that arrived before the result goes out
+				// before it.
+				for {
+					select {
+					case p := <-sink.ch:
+						onProgress(p)
+					default:
+						return
+					}
+				}
+			}
+		}
+	})
+	return func() {
+		u.progress.Delete(ours)
+		close(stop)
+		fwd.Wait()
+	}
+}
+
+// exchange sends one client request (tools/call or any other method) to
+// u and returns its result: within the server's call timeout, in turn on
+// a hosted server, over a connection made now if there is none, with
+// the client tracked for the requests the server makes back. kind and
+// name describe the request in errors ("tool" and the tool, or "method"
+// and the method); params renders the request's params for a connection
+// (a 2026-07-28 one carries the hop's protocol keys).
+func (u *upstream) exchange(ctx context.Context, kind, name, method string, client switchboard.ClientPeer, params func(conn) any) (json.RawMessage, error) {
+	timeout := u.callTimeout()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !u.enter() {
+		return nil, u.errRemoved()
+	}
+	defer u.leave()
+	if err := u.takeTurn(ctx); err != nil {
+		return nil, u.callErr(ctx, kind, name, timeout, err)
+	}
+	defer u.endTurn()
+	c, err := u.ensure(ctx)
+	if err != nil {
+		return nil, u.callErr(ctx, kind, name, timeout, err)
+	}
 	ctx, untrack := u.track(ctx, client)
 	defer untrack()
-	res, err := c.call(ctx, "tools/call", callParams(head, mm, send, c))
+	res, err := c.call(ctx, method, params(c))
 	if errors.Is(err, errSessionLost) {
 		// A streamable server that restarted forgot our session and never
-		// ran the call: re-initialize (through the breaker) and send it
+		// ran the request: re-initialize (through the breaker) and send it
 		// again. Once only, so a server that forgets every session cannot
 		// keep the caller looping. The new connection may speak another
 		// revision: the params are rendered for it.
-		u.log.Info("upstream forgot the session; re-initializing and sending the call again", "tool", name)
+		u.log.Info("upstream forgot the session; re-initializing and sending the request again", kind, name)
 		if c, err = u.ensure(ctx); err == nil {
-			// Clipped: the first rendering's bytes stay as they were.
-			res, err = c.call(ctx, "tools/call", callParams(slices.Clip(head), mm, send, c))
+			res, err = c.call(ctx, method, params(c))
 		}
 	}
 	if err == nil && isStateless(c) {
 		res, err = stripHopResult(res)
 	}
 	if err != nil {
-		return nil, u.callErr(ctx, "tool", name, timeout, err)
+		return nil, u.callErr(ctx, kind, name, timeout, err)
 	}
 	return res, nil
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -131,24 +130,12 @@ func (u *upstream) setFeatures(f features) {
 // relistFeatures re-reads prompts, resources and templates after the
 // upstream said they changed.
 func (u *upstream) relistFeatures() {
-	if u.ctx.Err() != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
-	defer cancel()
-	if u.queue != nil {
-		if u.queue.acquire(ctx) != nil {
-			return
-		}
-		defer u.queue.release()
-	}
-	u.mu.Lock()
-	c, caps := u.conn, u.feats.caps
-	u.mu.Unlock()
-	if c == nil {
-		return
-	}
-	u.setFeatures(u.listFeatures(ctx, c, caps))
+	u.withConn(func(ctx context.Context, c conn) {
+		u.mu.Lock()
+		caps := u.feats.caps
+		u.mu.Unlock()
+		u.setFeatures(u.listFeatures(ctx, c, caps))
+	})
 }
 
 // featureNote schedules a re-list of prompts and resources, debounced.
@@ -560,36 +547,7 @@ func (m *Manager) forward(ctx context.Context, server, method string, params jso
 
 // request is a client's request of method on u (not tools/call).
 func (u *upstream) request(ctx context.Context, method string, params json.RawMessage, client switchboard.ClientPeer) (json.RawMessage, error) {
-	timeout := u.callTimeout()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if !u.enter() {
-		return nil, u.errRemoved()
-	}
-	defer u.leave()
-	if err := u.takeTurn(ctx); err != nil {
-		return nil, u.callErr(ctx, "method", method, timeout, err)
-	}
-	defer u.endTurn()
-	c, err := u.ensure(ctx)
-	if err != nil {
-		return nil, u.callErr(ctx, "method", method, timeout, err)
-	}
-	ctx, untrack := u.track(ctx, client)
-	defer untrack()
-	res, err := c.call(ctx, method, json.RawMessage(params))
-	if errors.Is(err, errSessionLost) {
-		if c, err = u.ensure(ctx); err == nil {
-			res, err = c.call(ctx, method, json.RawMessage(params))
-		}
-	}
-	if err == nil && isStateless(c) {
-		res, err = stripHopResult(res)
-	}
-	if err != nil {
-		return nil, u.callErr(ctx, "method", method, timeout, err)
-	}
-	return res, nil
+	return u.exchange(ctx, "method", method, method, client, func(conn) any { return params })
 }
 
 // Log levels of MCP, from the most verbose.

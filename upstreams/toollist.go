@@ -94,28 +94,34 @@ func (u *upstream) setTools(tools []rawTool) {
 }
 
 func (u *upstream) relist() {
+	u.withConn(func(ctx context.Context, c conn) {
+		tools, err := listTools(ctx, c)
+		if err != nil {
+			u.log.Warn("re-listing tools after list_changed failed", "err", err)
+			return
+		}
+		u.log.Info("upstream tools changed", "tools", len(tools))
+		u.setTools(tools)
+	})
+}
+
+// withConn runs fn on u's connection, in turn with calls on a hosted
+// server, within the connect timeout; not when u is closing or has no
+// connection (the next connect lists anyway).
+func (u *upstream) withConn(fn func(ctx context.Context, c conn)) {
 	if u.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.m.opts.ConnectTimeout)
 	defer cancel()
-	if u.queue != nil {
-		if u.queue.acquire(ctx) != nil {
-			return
-		}
-		defer u.queue.release()
+	if u.takeTurn(ctx) != nil {
+		return
 	}
+	defer u.endTurn()
 	u.mu.Lock()
 	c := u.conn
 	u.mu.Unlock()
-	if c == nil {
-		return
+	if c != nil {
+		fn(ctx, c)
 	}
-	tools, err := listTools(ctx, c)
-	if err != nil {
-		u.log.Warn("re-listing tools after list_changed failed", "err", err)
-		return
-	}
-	u.log.Info("upstream tools changed", "tools", len(tools))
-	u.setTools(tools)
 }
