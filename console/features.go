@@ -39,12 +39,7 @@ const maxFeaturePages = 20
 // through its MCP endpoint, in process and with the browser's token, as
 // try-it calls tools.
 func (c *Console) loadFeatures(r *http.Request, project string) featuresView {
-	s := &mcpclient.Session{
-		Endpoint:      mcpPath(project),
-		Do:            func(req *http.Request) (*http.Response, error) { return c.do(r, req), nil },
-		Client:        "switchboard-console",
-		ClientVersion: c.opts.Version,
-	}
+	s := c.mcpSession(r, project)
 	err := s.Initialize(r.Context())
 	if s.ID != "" {
 		defer s.Close(r.Context())

@@ -11,18 +11,24 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpclient"
 )
 
+// mcpSession is a client of project's MCP endpoint, served in process
+// with the token of r's browser.
+func (c *Console) mcpSession(r *http.Request, project string) *mcpclient.Session {
+	return &mcpclient.Session{
+		Endpoint:      mcpPath(project),
+		Do:            func(req *http.Request) (*http.Response, error) { return c.do(r, req), nil },
+		Client:        "switchboard-console",
+		ClientVersion: c.opts.Version,
+	}
+}
+
 // callTool calls tool on project's MCP endpoint as a client would
 // (initialize, notifications/initialized, tools/call, then DELETE of the
 // session), in process and with the browser's token, so the call is
 // authorized, counted and logged like any other. A refusal of the
 // session itself (401, 403) comes back in Denied.
 func (c *Console) callTool(r *http.Request, project, tool string, args json.RawMessage) *tryResult {
-	s := &mcpclient.Session{
-		Endpoint:      mcpPath(project),
-		Do:            func(req *http.Request) (*http.Response, error) { return c.do(r, req), nil },
-		Client:        "switchboard-console",
-		ClientVersion: c.opts.Version,
-	}
+	s := c.mcpSession(r, project)
 	err := s.Initialize(r.Context())
 	if s.ID != "" {
 		defer s.Close(r.Context())
