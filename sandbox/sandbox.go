@@ -144,6 +144,19 @@ type Service struct {
 	wg     sync.WaitGroup
 	// sweepOnce starts the sweeper once (Start, or the first session).
 	sweepOnce sync.Once
+	// step, when set (BenchmarkStartSteps), hears how long each step of
+	// a session's start took.
+	step func(name string, d time.Duration)
+}
+
+// timed reports to s.step that step name, begun at t0, has ended, and
+// returns now (the next step's start).
+func (s *Service) timed(name string, t0 time.Time) time.Time {
+	now := time.Now()
+	if s.step != nil {
+		s.step(name, now.Sub(t0))
+	}
+	return now
 }
 
 // session is one running container.
@@ -440,8 +453,12 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 		createdAt: now, lastUsed: now, agentSession: agent}
 	if wsID != "" {
 		x.workspaceID, x.volume = wsID, volumeFor(wsID)
-	} else if err := s.newWorkspace(ctx, x); err != nil {
-		return nil, err
+	} else {
+		t0 := time.Now()
+		if err := s.newWorkspace(ctx, x); err != nil {
+			return nil, err
+		}
+		s.timed("workspace volume and row", t0)
 	}
 	drop := func() {
 		if wsID == "" {
@@ -493,6 +510,7 @@ func (s *Service) closingLocked(project string) error {
 // volume, and greets its supervisor (nil: the image has no python3,
 // executions use docker exec). Nothing is left behind when it fails.
 func (s *Service) startContainer(ctx context.Context, x *session) (string, *supervisor, error) {
+	t0 := time.Now()
 	info, err := s.engineInfo(ctx)
 	if err != nil {
 		return "", nil, err
@@ -539,6 +557,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	if rt.GVisor {
 		spec.Cmd = supervisorCmd(s.fileBytes(x.flavor), lim.memory, lim.pids)
 	}
+	t0 = s.timed("engine info, image, runtime", t0)
 	run, err := s.opts.Engine.Launch(ctx, spec, nil)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrNotFound) {
@@ -551,7 +570,9 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 		}
 		return "", nil, engineError(err)
 	}
+	t0 = s.timed("container create, attach, start", t0)
 	sup := startSupervisor(run.Stream, s.opts.SupervisorWait)
+	s.timed("supervisor greeting (python starts)", t0)
 	if sup == nil {
 		s.log.Warn("sandbox: no supervisor in the session (the image has no python3); every execution is a docker exec", "image", x.image)
 	}
