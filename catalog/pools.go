@@ -31,9 +31,13 @@ type pool struct {
 	lastTake time.Time   // under OnDemand.mu
 	shrink   *time.Timer // under OnDemand.mu; armed while target > WarmPool
 	closed   bool
-	tools    []switchboard.Tool // listed once, under OnDemand.mu
-	ctx      context.Context    // refills; cancelled when the pool closes
-	cancel   context.CancelFunc
+	// failed is closed when a refill fails (failErr says why), for the
+	// calls waiting on the pool; under OnDemand.mu.
+	failed  chan struct{}
+	failErr error
+	tools   []switchboard.Tool // listed once, under OnDemand.mu
+	ctx     context.Context    // refills; cancelled when the pool closes
+	cancel  context.CancelFunc
 }
 
 // acquireLocked returns project's pool of e with one more user.
@@ -144,9 +148,21 @@ func (o *OnDemand) get(ctx context.Context, p *pool, grow bool, onPull func(swit
 	}
 	if grow {
 		o.growLocked(p)
+		o.refillLocked(p)
+		if p.filling > 0 {
+			// The pool is starting containers already: the first one
+			// ready is this call's. A start of its own would be no sooner
+			// and would slow theirs (and the calls on warm containers)
+			// down on a small engine.
+			failed := p.failedLocked()
+			o.mu.Unlock()
+			in, _, err := o.waitWarm(ctx, p, nil, failed)
+			return in, err
+		}
 	}
 	ok, evicted := o.reserveEvictLocked()
 	waitPool := !ok && p.filling > 0
+	failed := p.failedLocked()
 	o.mu.Unlock()
 	if evicted != nil {
 		o.discard(evicted, false)
@@ -157,7 +173,7 @@ func (o *OnDemand) get(ctx context.Context, p *pool, grow bool, onPull func(swit
 		}
 		// No room for another container, but the pool is starting some:
 		// the first one is this call's.
-		in, _, err := o.waitWarm(ctx, p, nil)
+		in, _, err := o.waitWarm(ctx, p, nil, failed)
 		return in, err
 	}
 	// Start one for this call, and take whichever arrives first: it, or
@@ -183,7 +199,7 @@ func (o *OnDemand) get(ctx context.Context, p *pool, grow bool, onPull func(swit
 		}
 		res <- startResult{in, err}
 	})
-	in, own, err := o.waitWarm(ctx, p, res)
+	in, own, err := o.waitWarm(ctx, p, res, nil)
 	stop()
 	if err != nil {
 		return nil, err
@@ -205,11 +221,12 @@ type startResult struct {
 }
 
 // waitWarm waits for the first of: a live container arriving in p, the
-// call's own start (res; nil: none) ending, ctx ending. own reports that
-// the container is the call's own start's. A failed own start or ctx's
-// end is an error; if the own start is still running then, its container
-// goes to the pool when it is ready.
-func (o *OnDemand) waitWarm(ctx context.Context, p *pool, res chan startResult) (in *instance, own bool, err error) {
+// call's own start (res; nil: none) ending, ctx ending, a refill of p
+// failing (failed closed; nil: not watched). own reports that the
+// container is the call's own start's. A failed start or ctx's end is an
+// error; if the own start is still running then, its container goes to
+// the pool when it is ready.
+func (o *OnDemand) waitWarm(ctx context.Context, p *pool, res chan startResult, failed <-chan struct{}) (in *instance, own bool, err error) {
 	closed := p.ctx.Done()
 	if res != nil {
 		closed = nil // the own start ends with the pool and reports it
@@ -229,10 +246,24 @@ func (o *OnDemand) waitWarm(ctx context.Context, p *pool, res chan startResult) 
 				o.goBG(func() { o.settle(p, <-res) })
 			}
 			return nil, false, switchboard.Errorf(switchboard.ErrCanceled, "catalog server %q: the call ended while its container started", p.entry.Name)
+		case <-failed:
+			o.mu.Lock()
+			err := p.failErr
+			o.mu.Unlock()
+			return nil, false, err
 		case <-closed:
 			return nil, false, switchboard.Errorf(switchboard.ErrCanceled, "catalog server %q was removed while the call waited for a container", p.entry.Name)
 		}
 	}
+}
+
+// failedLocked returns the channel closed when one of p's refills fails
+// next.
+func (p *pool) failedLocked() <-chan struct{} {
+	if p.failed == nil {
+		p.failed = make(chan struct{})
+	}
+	return p.failed
 }
 
 // settle puts a container started for a call that took another into p,
@@ -316,6 +347,13 @@ func (o *OnDemand) refillLocked(p *pool) {
 			p.filling--
 			if err != nil {
 				o.count--
+				if p.failed != nil {
+					// Calls waiting for this pool get the error rather
+					// than waiting on for a container that is not coming.
+					p.failErr = err
+					close(p.failed)
+					p.failed = nil
+				}
 				o.mu.Unlock()
 				if p.ctx.Err() == nil {
 					o.log.Warn("warming a catalog container", "project", p.key.project, "server", p.entry.Name, "err", err)
