@@ -2,15 +2,19 @@ package catalog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 )
 
 // eventually polls cond until it holds, failing the test after limit.
@@ -174,5 +178,60 @@ func TestOnDemandPoolBurstWithinCap(t *testing.T) {
 	}
 	if got := catalogContainers(t, eng); len(got) != 0 {
 		t.Fatalf("containers after Close: %v", got)
+	}
+}
+
+// A call waiting on the pool's refill gets the refill's error when it
+// fails, not a wait until its deadline.
+func TestOnDemandPoolRefillFailureEndsWait(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(
+		"registry:\n  secretcall: {image: %q, disableNetwork: true, env: [{name: MCPFIXTURE_NAME, value: \"${NAME}\"}]}\n", image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the secret is gone, a start's secret lookup waits for release
+	// and then finds nothing: the refills are under way when the call
+	// misses, and fail while it waits.
+	var secretGone atomic.Bool
+	var lookups atomic.Int32
+	release := make(chan struct{})
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, WarmPool: 1, Version: "test",
+		Secrets: func(context.Context, string) (map[string]string, error) {
+			if secretGone.Load() {
+				lookups.Add(1)
+				<-release
+				return nil, nil
+			}
+			return map[string]string{"NAME": "x"}, nil
+		}})
+	t.Cleanup(func() {
+		_ = o.Close(context.Background())
+		if left := catalogContainers(t, eng); len(left) > 0 {
+			t.Errorf("containers left after Close: %v", left)
+		}
+	})
+	ctx := context.Background()
+	if _, err := o.Add(ctx, "p", "s1", "secretcall", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the pool holds its warm container", func() bool { return o.Status().Warm == 1 })
+	secretGone.Store(true) // every start from now on fails
+	st := o.SessionTools("p")
+	callText(t, st, "s1", "echo", `{"text":"warm"}`) // the warm one; its refill waits
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.CallSessionTool(cctx, switchboard.CallRequest{Project: "p", Session: "s1", Tool: "echo", Arguments: json.RawMessage(`{"text":"cold"}`)})
+		done <- err
+	}()
+	// The miss doubled the target: a second refill is under way too.
+	eventually(t, 10*time.Second, "the call missed and the pool is starting two", func() bool { return lookups.Load() >= 2 })
+	close(release)
+	err = <-done
+	if !errors.Is(err, switchboard.ErrConfig) || !strings.Contains(err.Error(), "NAME") {
+		t.Fatalf("call with every start failing: %v, want the start's ErrConfig naming the secret", err)
 	}
 }
