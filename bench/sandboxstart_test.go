@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,8 +27,11 @@ import (
 // rounds alternating between them; each session is stopped (untimed)
 // before the next, and every call waits, untimed, until the warm
 // gateway's pool has a container ready again (so its refill never runs
-// beside a measured start). BENCH_SANDBOX_STARTS
-// (default 20) sessions per gateway; p50/p90/p99 and warm/cold p50.
+// beside a measured start). BENCH_SANDBOX_STARTS (default 20) sessions
+// per gateway; p50/p90/p99 and warm/cold p50. BENCH_SANDBOX_BASELINE=
+// path/to/switchboard adds that build as "before" (a build without the
+// pool starts every session cold), so cold starts compare with it in
+// the same run.
 func BenchmarkSandboxStart(b *testing.B) {
 	if b.N > 1 {
 		b.Skip("runs once per benchmark call; use -benchtime 1x")
@@ -51,10 +55,18 @@ func BenchmarkSandboxStart(b *testing.B) {
 	}
 	hc := &http.Client{Transport: newTransport(2)}
 	var targets []*target
-	for _, name := range []string{"warm", "cold"} {
-		pool := "1"
-		if name == "cold" {
+	names := []string{"warm", "cold"}
+	baseline := os.Getenv("BENCH_SANDBOX_BASELINE")
+	if baseline != "" {
+		names = append(names, "before")
+	}
+	for _, name := range names {
+		pool, gwBin := "1", bin
+		switch name {
+		case "cold":
 			pool = "0"
+		case "before":
+			pool, gwBin = "0", baseline
 		}
 		inst := "bench-sbx-" + name + "-" + strings.TrimPrefix(e.Instance(), "test-")
 		ge, err := engine.New(engine.Options{Instance: inst})
@@ -62,7 +74,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { enginetest.Cleanup(b, ge); _ = ge.Close() })
-		gw, err := startGatewayProc(bin, filepath.Join(dir, name), "MCP_SERVER_SANDBOX=true", "MCP_SERVER_INSTANCE="+inst,
+		gw, err := startGatewayProc(gwBin, filepath.Join(dir, name), "MCP_SERVER_SANDBOX=true", "MCP_SERVER_INSTANCE="+inst,
 			"MCP_SERVER_SANDBOX_IMAGE_PYTHON="+img, "MCP_SERVER_SANDBOX_IMAGE_NODE="+img, "MCP_SERVER_SANDBOX_MAX_SESSIONS=10",
 			"MCP_SERVER_SANDBOX_WORKSPACE_RETENTION=0", "MCP_SERVER_SANDBOX_WARM_POOL="+pool)
 		if err != nil {
@@ -123,6 +135,10 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.ReportMetric(us(l.p99)/1000, t.name+"-p99-ms")
 	}
 	fmt.Fprintf(&out, "warm/cold p50: %.3f\n", p50["warm"]/p50["cold"])
+	if baseline != "" {
+		fmt.Fprintf(&out, "cold/before p50: %.3f\n", p50["cold"]/p50["before"])
+		b.ReportMetric(p50["cold"]/p50["before"], "cold/before-p50")
+	}
 	b.ReportMetric(p50["warm"]/p50["cold"], "warm/cold-p50")
 	summary.set("sandbox-start", out.String())
 }
