@@ -122,8 +122,8 @@ func (s *Service) refill(k poolKey) {
 	if s.opts.WarmPool <= 0 || s.closed || s.deleting[k.project] > 0 {
 		return
 	}
-	if _, ok := s.pool.active[k]; !ok {
-		return
+	if at, ok := s.pool.active[k]; !ok || time.Since(at) >= s.opts.PoolIdle {
+		return // not in demand, or about to be drained as idle
 	}
 	need := s.opts.WarmPool - len(s.pool.ready[k]) - s.pool.filling[k]
 	room := s.opts.MaxSessions - s.countLocked(k.project)
