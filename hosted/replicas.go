@@ -516,16 +516,30 @@ func (s *Service) Internal() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST "+InternalPrefix+"{id}/{op}", s.serveOp)
+	token := ""
+	if s.opts.Replication != nil {
+		token = s.opts.Replication.Token
+	}
+	return ReplicaOnly(token, mux)
+}
+
+// ReplicaOnly serves h to requests carrying token in ReplicaTokenHeader
+// (compared in constant time) and 401 to any other; an empty token
+// refuses everything.
+func ReplicaOnly(token string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		repl := s.opts.Replication
 		got := r.Header.Get(switchboard.ReplicaTokenHeader)
-		if repl == nil || repl.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(repl.Token)) != 1 {
+		if token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
+
+// HopContext bounds a request from another replica by the deadline it
+// carries (DeadlineHeader), or 30 s when it carries none.
+func HopContext(r *http.Request) (context.Context, context.CancelFunc) { return hopContext(r) }
 
 // hopContext bounds a hop by the deadline it carries.
 func hopContext(r *http.Request) (context.Context, context.CancelFunc) {

@@ -295,6 +295,7 @@ func (s *Service) reconcile(ctx context.Context, w switchboard.Workspace) (bool,
 			cfg.LastAgent = row.AgentSessionID
 		}
 		cfg.EndedAt = time.Now().UTC()
+		cfg.Resumable = true // its gateway ended under it
 		row.Status, row.ContainerID, row.AgentSessionID = WorkspaceReady, "", ""
 		changed = true
 		return true

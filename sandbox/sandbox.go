@@ -177,6 +177,7 @@ type session struct {
 	sup              *supervisor // nil: executions use docker exec
 	running          int
 	stopped          bool
+	shutdown         bool // stopped because its gateway shut down: resumable elsewhere
 	dropped          bool // its anonymous workspace was deleted when it stopped
 }
 
@@ -269,7 +270,7 @@ func (s *Service) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(list))
 	for i, x := range list {
-		wg.Go(func() { errs[i] = s.end(ctx, x, "gateway shutdown") })
+		wg.Go(func() { errs[i] = s.end(ctx, x, stopShutdown) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -408,6 +409,12 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 // createOn starts a session on workspace wsID, or on a new workspace
 // when wsID is "".
 func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
+	return s.createAs(ctx, newID("sbx-"), project, agent, template, flavor, wsID)
+}
+
+// createAs is createOn for a session named id (Resume keeps a session's
+// id when it goes on here after its replica died).
+func (s *Service) createAs(ctx context.Context, id, project, agent, template, flavor, wsID string) (*session, error) {
 	if template == "" {
 		template = "python"
 	}
@@ -449,7 +456,7 @@ func (s *Service) createOn(ctx context.Context, project, agent, template, flavor
 
 	image, _ := s.imageFor(template)
 	now := time.Now()
-	x := &session{id: newID("sbx-"), project: project, template: template, flavor: flavor, image: image,
+	x := &session{id: id, project: project, template: template, flavor: flavor, image: image,
 		createdAt: now, lastUsed: now, agentSession: agent}
 	if wsID != "" {
 		x.workspaceID, x.volume = wsID, volumeFor(wsID)
@@ -599,6 +606,9 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// stopShutdown is why the sessions of a gateway shutting down stop.
+const stopShutdown = "gateway shutdown"
+
 // stop removes x's container and forgets x; its workspace stays.
 func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	x.mu.Lock()
@@ -607,6 +617,7 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 		return nil
 	}
 	x.stopped = true
+	x.shutdown = why == stopShutdown
 	id := x.containerID
 	x.mu.Unlock()
 	err := s.opts.Engine.Remove(ctx, id)

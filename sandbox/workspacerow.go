@@ -33,6 +33,10 @@ type workspaceConfig struct {
 	// Owner is the gateway process (engine.Owner) that made a pooled
 	// workspace, whose end makes it a leftover.
 	Owner string `json:"owner,omitempty"`
+	// Resumable marks a session that ended with its gateway (a crash found
+	// by another process, or a shutdown) rather than by stop_session or
+	// idleness: another replica may go on with it (Resume).
+	Resumable bool `json:"resumable,omitempty"`
 	// Attaches are its last maxAttaches attaches, oldest first.
 	Attaches []switchboard.AttachEvent `json:"attach_history,omitempty"`
 }
@@ -121,6 +125,7 @@ func (s *Service) touchWorkspace(x *session, status string, also func(w *switchb
 		// Keep what the row knows beyond the session (snapshot_of of a
 		// restored workspace, the last agent session, the history).
 		cfg.Volume, cfg.Template, cfg.Flavor, cfg.Session = x.volume, x.template, x.flavor, x.id
+		cfg.Resumable = x.stopped && x.shutdown
 		if x.lastUsed.After(w.LastUsedAt) {
 			w.LastUsedAt = x.lastUsed
 		}

@@ -20,6 +20,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/hosted"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/sandbox"
+	"github.com/switchboard-mcp/switchboard/sandbox/sandboxtest"
 )
 
 // replicaSet starts n gateway processes (the real binary, so one can be
@@ -34,16 +36,17 @@ type replicaSet struct {
 
 func newReplicaSet(t *testing.T) *replicaSet {
 	e := enginetest.New(t)
+	img := sandboxtest.Image(t, e)
 	inst := testInstance("replicas")
 	ge, err := engine.New(engine.Options{Instance: inst})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { enginetest.Cleanup(t, ge); _ = ge.Close() })
-	_ = e
 	return &replicaSet{t: t, bin: buildBinary(t), inst: inst, env: []string{
 		"MCP_SERVER_PORT=0", "MCP_SERVER_LOG_FORMAT=json", "MCP_SERVER_DATABASE_URL=" + pgtest.NewDB(t),
-		"MCP_SERVER_SECRET_KEY=" + testSecretKey, "MCP_SERVER_INSTANCE=" + inst, "MCP_SERVER_SANDBOX=false",
+		"MCP_SERVER_SECRET_KEY=" + testSecretKey, "MCP_SERVER_INSTANCE=" + inst,
+		"MCP_SERVER_SANDBOX_IMAGE_PYTHON=" + img, "MCP_SERVER_SANDBOX_IMAGE_NODE=" + img,
 		"MCP_SERVER_OWNER_LEASE=3s", "MCP_SERVER_REPLICA_TICK=200ms", "MCP_SERVER_SYNC_INTERVAL=200ms",
 		"MCP_SERVER_SHUTDOWN_TIMEOUT=20s",
 	}}
@@ -69,6 +72,12 @@ func (rs *replicaSet) watchDuplicates() (stop func() int) {
 		defer t.Stop()
 		for {
 			list, err := e.List(ctx, map[string]string{engine.LabelKind: hosted.KindMCPServer})
+			if err == nil {
+				sessions, serr := e.List(ctx, map[string]string{engine.LabelKind: sandbox.KindSession})
+				if serr == nil && len(sessions) > 1 {
+					rs.t.Errorf("a sample holds %d containers of the one sandbox session", len(sessions))
+				}
+			}
 			if err == nil {
 				samples.Add(1)
 				running := 0
@@ -158,6 +167,15 @@ func TestHostedReplicas(t *testing.T) {
 	if err := callEcho(csC, "before-kill"); err != nil {
 		t.Fatal(err)
 	}
+	// A sandbox session made on A, which is killed below.
+	csA := sdkConnect(t, a.url+"/mcp", nil)
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer scancel()
+	res, err := csA.CallTool(sctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "echo on A > a.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command on A: %v %+v", err, res)
+	}
+	sid, _ := structured(t, res)["session_id"].(string)
 
 	// The internal endpoint refuses a caller without the token.
 	for _, tok := range []string{"", "wrong"} {
@@ -190,6 +208,16 @@ func TestHostedReplicas(t *testing.T) {
 		owner := hostedOwner(t, b).Owner
 		if strings.HasSuffix(owner, " "+a.url) || owner == "" {
 			t.Fatalf("owner after the kill: %q", owner)
+		}
+		// A's sandbox session goes on from C, on its workspace.
+		res, err := csC.CallTool(sctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat a.txt", "session_id": sid}})
+		if err != nil || res.IsError || structured(t, res)["stdout"] != "on A\n" {
+			t.Fatalf("A's session on C after kill -9 of A: %v %+v", err, res)
+		}
+		// And from B, through C, which runs it now.
+		res, err = csB.CallTool(sctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat a.txt", "session_id": sid}})
+		if err != nil || res.IsError || structured(t, res)["stdout"] != "on A\n" {
+			t.Fatalf("A's session on B after C took it over: %v %+v", err, res)
 		}
 	})
 
@@ -292,4 +320,121 @@ func waitListed(t *testing.T, cs *mcp.ClientSession, name string) {
 		names := toolNames(t, cs)
 		return has(names, name), "tools: " + strings.Join(names, ",")
 	})
+}
+
+// TestSandboxReplicas: a sandbox session made on replica A is used on B
+// (its file is there: one container, A's), listed by get_sessions on B,
+// and stopped from B. A workspace attached by an agent session on A is
+// refused to other agent sessions on B as on A, while its holder goes on
+// using it.
+func TestSandboxReplicas(t *testing.T) {
+	env, _ := ownedGatewayEnv(t, testInstance("sbx-replicas"), map[string]string{
+		"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey,
+		"MCP_SERVER_OWNER_LEASE": "3s", "MCP_SERVER_REPLICA_TICK": "200ms"})
+	a, b := startGateway(t, nil, env), startGateway(t, nil, env)
+	csA, csB := sdkConnect(t, a.url+"/mcp", nil), sdkConnect(t, b.url+"/mcp", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	}
+	res, err := call(csA, "execute_command", map[string]any{"command": "echo made on A > a.txt"})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command on A: %v %+v", err, res)
+	}
+	sid, _ := structured(t, res)["session_id"].(string)
+
+	res, err = call(csB, "execute_command", map[string]any{"command": "cat a.txt && echo from B >> a.txt", "session_id": sid})
+	if err != nil || res.IsError || structured(t, res)["stdout"] != "made on A\n" {
+		t.Fatalf("A's session used on B: %v %+v", err, res)
+	}
+	if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 1 {
+		t.Errorf("%d containers, want A's session only", len(got))
+	}
+	res, err = call(csB, "get_sessions", nil)
+	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(structured(t, res)["sessions"]), sid) {
+		t.Fatalf("get_sessions on B does not list A's session %s: %v %+v", sid, err, res)
+	}
+	res, err = call(csA, "execute_command", map[string]any{"command": "cat a.txt", "session_id": sid})
+	if err != nil || res.IsError || structured(t, res)["stdout"] != "made on A\nfrom B\n" {
+		t.Fatalf("A reads: %v %+v", err, res)
+	}
+	res, err = call(csB, "stop_session", map[string]any{"session_id": sid})
+	if err != nil || res.IsError {
+		t.Fatalf("stop_session of A's session on B: %v %+v", err, res)
+	}
+	res, err = call(csA, "get_sessions", nil)
+	if err != nil || res.IsError || strings.Contains(fmt.Sprint(structured(t, res)["sessions"]), sid) {
+		t.Fatalf("A still lists the session B stopped: %v %+v", err, res)
+	}
+
+	t.Run("a held workspace is refused to other agents on every replica", func(t *testing.T) {
+		res, err := call(csA, "execute_command", map[string]any{"command": "echo held > h.txt"})
+		if err != nil || res.IsError {
+			t.Fatalf("execute_command: %v %+v", err, res)
+		}
+		ws, _ := structured(t, res)["workspace_id"].(string)
+		res, err = call(csA, "attach_workspace", map[string]any{"workspace_id": ws})
+		if err != nil || res.IsError {
+			t.Fatalf("attach_workspace on A: %v %+v", err, res)
+		}
+		held, _ := structured(t, res)["session_id"].(string)
+		other := sdkConnect(t, a.url+"/mcp", nil)
+		refusal := func(res *mcp.CallToolResult, err error) string {
+			if err != nil {
+				return err.Error()
+			}
+			if res.IsError {
+				return text(t, res)
+			}
+			return ""
+		}
+		for name, cs := range map[string]*mcp.ClientSession{"B": csB, "another session on A": other} {
+			if msg := refusal(call(cs, "execute_command", map[string]any{"command": "cat h.txt", "session_id": held})); !strings.Contains(msg, "is attached to agent session") {
+				t.Errorf("%s used the held workspace, or was refused for another reason: %q", name, msg)
+			}
+			if msg := refusal(call(cs, "attach_workspace", map[string]any{"workspace_id": ws})); !strings.Contains(msg, "is attached to agent session") {
+				t.Errorf("%s attached the held workspace, or was refused for another reason: %q", name, msg)
+			}
+		}
+		res, err = call(csA, "execute_command", map[string]any{"command": "cat h.txt", "session_id": held})
+		if err != nil || res.IsError || structured(t, res)["stdout"] != "held\n" {
+			t.Fatalf("the holder lost its workspace: %v %+v", err, res)
+		}
+		if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 1 {
+			t.Errorf("%d containers, want the held session's only", len(got))
+		}
+	})
+	t.Run("a session goes on from B when A stops", func(t *testing.T) {
+		res, err := call(csA, "execute_command", map[string]any{"command": "echo kept > k.txt; sleep 600 &"})
+		if err != nil || res.IsError {
+			t.Fatalf("execute_command: %v %+v", err, res)
+		}
+		sid, _ := structured(t, res)["session_id"].(string)
+		stopped := "stop_session"
+		res, err = call(csA, "execute_command", map[string]any{"command": "true"})
+		if err != nil || res.IsError {
+			t.Fatalf("execute_command: %v %+v", err, res)
+		}
+		gone, _ := structured(t, res)["session_id"].(string)
+		if res, err := call(csA, stopped, map[string]any{"session_id": gone}); err != nil || res.IsError {
+			t.Fatalf("stop_session: %v %+v", err, res)
+		}
+		a.stop(t)
+		res, err = call(csB, "execute_command", map[string]any{"command": "cat k.txt; pgrep sleep || echo no sleep", "session_id": sid})
+		if err != nil || res.IsError || structured(t, res)["stdout"] != "kept\nno sleep\n" {
+			t.Fatalf("A's session on B after A stopped: %v %+v", err, res)
+		}
+		if !strings.Contains(b.logs.String(), "session taken over from a replica that ended") {
+			t.Errorf("B did not say it took the session over")
+		}
+		// A session stopped on purpose stays stopped.
+		if res, err := call(csB, "execute_command", map[string]any{"command": "true", "session_id": gone}); err == nil && !res.IsError {
+			t.Errorf("a stopped session was brought back: %+v", res)
+		}
+	})
+	b.stop(t)
+	if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 0 {
+		t.Errorf("%d containers left once both replicas stopped", len(got))
+	}
 }

@@ -185,6 +185,10 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
 	repl := replication(cfg, st, proc, key, ln.Addr().String())
+	homes := &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, client: &http.Client{}, held: map[string]bool{}}
+	homes.start()
+	sbox.homes = homes
+	undo.push("sandbox session leases", homes.close)
 	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)
@@ -260,6 +264,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	// Replicas' calls to each other, on the same listener.
 	mux := http.NewServeMux()
 	mux.Handle(hosted.InternalPrefix, hr.svc.Internal())
+	mux.Handle(sandboxCallPath, hosted.ReplicaOnly(repl.Token, http.HandlerFunc(homes.serve)))
 	mux.Handle("/", root)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

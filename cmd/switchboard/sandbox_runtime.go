@@ -36,6 +36,10 @@ type sandboxRuntime struct {
 		SetBuiltin(project, name string, b upstreams.Builtin)
 	}
 
+	// homes shares sessions with the replicas on the same store; nil
+	// until run sets it (before the hub starts).
+	homes *sandboxHomes
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -183,6 +187,9 @@ func (r *sandboxRuntime) enabledIn(off map[string]bool, project string) bool {
 func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
 	if !r.enabled(project) {
 		return nil
+	}
+	if r.homes != nil {
+		return map[string]upstreams.Builtin{sandboxServer: replicaTools{inner: r.svc.Tools(project), homes: r.homes, project: project}}
 	}
 	return map[string]upstreams.Builtin{sandboxServer: r.svc.Tools(project)}
 }

@@ -1,0 +1,56 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/switchboard-mcp/switchboard"
+)
+
+// Resume goes on with project's session id on this gateway, on the
+// workspace the session ran on: what a replica does for a session whose
+// own replica died (its processes are lost, its files are not). The
+// caller takes the session over first (its lease, and the container the
+// dead replica left on a shared engine). Only a session whose row says it
+// runs, or ended with its gateway (a crash, a shutdown), goes on; one
+// stopped by stop_session or idleness stays stopped. The session keeps its id, its
+// template and flavor, and no holder (the agent session that held it
+// ended with its replica). Errors: ErrNotFound (no workspace names the
+// session, or a live session of this gateway runs on it), the start's.
+func (s *Service) Resume(ctx context.Context, project, id string) error {
+	s.mu.Lock()
+	_, ok := s.sessions[id]
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	notFound := switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+	if s.opts.Store == nil {
+		return notFound
+	}
+	rows, err := s.opts.Store.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerWorkspace})
+	if err != nil {
+		return err
+	}
+	for _, w := range rows {
+		var cfg workspaceConfig
+		if json.Unmarshal(w.Config, &cfg) != nil || cfg.Session != id || w.Status == WorkspaceSnapshot {
+			continue
+		}
+		// Running (its replica died and no process has found out yet), or
+		// ended with its gateway; not stopped on purpose.
+		if w.Status != WorkspaceRunning && !cfg.Resumable {
+			return notFound
+		}
+		if s.liveOn(w.ID) != nil {
+			return notFound
+		}
+		x, err := s.createAs(ctx, id, project, "", cfg.Template, cfg.Flavor, w.ID)
+		if err != nil {
+			return err
+		}
+		s.log.Info("sandbox: session taken over from a replica that ended; its files are kept, its processes were lost", "project", project, "sandbox_session", x.id, "workspace", w.ID)
+		return nil
+	}
+	return notFound
+}
