@@ -725,13 +725,13 @@ func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.Hos
 func (s *Service) Restart(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
 	sup, err := s.supervisor(project, ref)
 	if rem := s.remoteRef(project, ref); err != nil && rem != nil {
-		b, remote, err := s.remoteOp(ctx, rem, "restart", nil)
+		b, remote, rerr := s.remoteOp(ctx, rem, "restart", nil)
 		if remote {
 			var st switchboard.HostedStatus
-			if err == nil {
-				err = json.Unmarshal(b, &st)
+			if rerr == nil {
+				rerr = json.Unmarshal(b, &st)
 			}
-			return st, err
+			return st, rerr
 		}
 		sup, err = s.supervisor(project, ref) // this replica owns it now
 	}
