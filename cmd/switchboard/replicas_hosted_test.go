@@ -52,8 +52,12 @@ func newReplicaSet(t *testing.T) *replicaSet {
 	}}
 }
 
-func (rs *replicaSet) start() *binGateway {
-	return startBinary(rs.t, rs.bin, append(rs.env, "MCP_SERVER_DATA_DIR="+rs.t.TempDir())...)
+func (rs *replicaSet) start() *binGateway { return rs.startIn(rs.t.TempDir()) }
+
+// startIn starts a replica on data dir dir: a replica restarted on its
+// own dir replays the call-log spool its predecessor left.
+func (rs *replicaSet) startIn(dir string) *binGateway {
+	return startBinary(rs.t, rs.bin, append(rs.env, "MCP_SERVER_DATA_DIR="+dir)...)
 }
 
 // watchDuplicates samples the instance's running hosted containers every
@@ -71,23 +75,24 @@ func (rs *replicaSet) watchDuplicates() (stop func() int) {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			list, err := e.List(ctx, map[string]string{engine.LabelKind: hosted.KindMCPServer})
-			if err == nil {
-				sessions, serr := e.List(ctx, map[string]string{engine.LabelKind: sandbox.KindSession})
-				if serr == nil && len(sessions) > 1 {
-					rs.t.Errorf("a sample holds %d containers of the one sandbox session", len(sessions))
+			// Two running containers of one row or session (by ref) are
+			// two copies; warm pool containers carry no session yet.
+			for _, kind := range []string{hosted.KindMCPServer, sandbox.KindSession} {
+				list, err := e.List(ctx, map[string]string{engine.LabelKind: kind})
+				if err != nil {
+					continue
 				}
-			}
-			if err == nil {
 				samples.Add(1)
-				running := 0
+				byRef := map[string]int{}
 				for _, st := range list {
-					if st.Running {
-						running++
+					if st.Running && st.Labels[engine.LabelRef] != "" {
+						byRef[st.Labels[engine.LabelRef]]++
 					}
 				}
-				if running > 1 {
-					rs.t.Errorf("a sample holds %d running containers of the one hosted server", running)
+				for ref, n := range byRef {
+					if n > 1 {
+						rs.t.Errorf("a sample holds %d running containers of %s %s", n, kind, ref)
+					}
 				}
 			}
 			select {

@@ -170,6 +170,13 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		observers = append(observers, calls)
 	}
 	sbox := startSandbox(ctx, cfg, st, eng, proc.Alive, log)
+	var homes *sandboxHomes // set once the replica's URL is known
+	undo.push("sandbox session leases", func(ctx context.Context) error { // after the sessions ended
+		if homes == nil {
+			return nil
+		}
+		return homes.close(ctx)
+	})
 	undo.push("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	// A fresh hop id per process: a request that comes back carrying it
 	// was sent by this gateway to itself (an upstream pointing at /mcp).
@@ -185,10 +192,9 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
 	repl := replication(cfg, st, proc, key, ln.Addr().String())
-	homes := &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, client: &http.Client{}, held: map[string]bool{}}
+	homes = &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, client: &http.Client{}, held: map[string]bool{}}
 	homes.start()
 	sbox.homes = homes
-	undo.push("sandbox session leases", homes.close)
 	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,7 +35,14 @@ import (
 const (
 	sandboxLeasePrefix = "sandbox/"
 	sandboxCallPath    = "/internal/v1/sandbox/call"
+	// handOverWait bounds how long a call waits for a session's home
+	// that no longer answers to let it go.
+	handOverWait = 30 * time.Second
 )
+
+// errNotDelivered: the home's listener refused the connection (it is
+// stopping, or gone); nothing ran.
+var errNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the replica running this session is stopping")
 
 // sandboxHomes keeps this replica's sessions' leases and hands calls for
 // other replicas' sessions to their homes.
@@ -278,6 +286,10 @@ func (h *sandboxHomes) forward(ctx context.Context, base string, req switchboard
 		hr.Header.Set(switchboard.DeadlineHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
 	}
 	resp, err := h.client.Do(hr)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return nil, errNotDelivered
+	}
 	if err != nil {
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the replica running this session did not answer: %v", err)
 	}
@@ -335,20 +347,37 @@ func (t replicaTools) CallTool(ctx context.Context, req switchboard.CallRequest)
 		// workspace, one holder).
 		sid = t.homes.sessionOn(ctx, t.project, args.WorkspaceID)
 	}
-	if sid != "" && !t.local(sid) {
-		if base := t.homes.home(ctx, t.project, sid); base != "" {
-			return t.homes.forward(ctx, base, req)
-		}
-		if args.SessionID != "" {
+	// A home that is going (its listener closed, its sessions ending) is
+	// waited for, bounded by the call's deadline and handOverWait: it
+	// lets the session go, and the session goes on here or elsewhere.
+	var waited <-chan time.Time
+	for sid != "" && !t.local(sid) {
+		base := t.homes.home(ctx, t.project, sid)
+		if base == "" && args.SessionID != "" {
 			// No live replica runs it: if one that ended did, it goes on
 			// here (or where another replica took it first).
-			base, err := t.homes.resume(ctx, t.project, sid)
-			switch {
-			case err != nil && !errors.Is(err, switchboard.ErrNotFound):
+			var err error
+			base, err = t.homes.resume(ctx, t.project, sid)
+			if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 				return nil, switchboard.ToRPCError(err)
-			case base != "":
-				return t.homes.forward(ctx, base, req)
 			}
+		}
+		if base == "" {
+			break
+		}
+		res, err := t.homes.forward(ctx, base, req)
+		if !errors.Is(err, errNotDelivered) {
+			return res, err
+		}
+		if waited == nil {
+			waited = time.After(handOverWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-waited:
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	res, err := t.inner.CallTool(ctx, req)
