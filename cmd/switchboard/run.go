@@ -170,7 +170,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		observers = append(observers, calls)
 	}
 	sbox := startSandbox(ctx, cfg, st, eng, proc.Alive, log)
-	var homes *sandboxHomes // set once the replica's URL is known
+	var homes *sandboxHomes                                               // set once the replica's URL is known
 	undo.push("sandbox session leases", func(ctx context.Context) error { // after the sessions ended
 		if homes == nil {
 			return nil
