@@ -170,8 +170,10 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		observers = append(observers, calls)
 	}
 	sbox := startSandbox(ctx, cfg, st, eng, proc.Alive, log)
-	var homes *sandboxHomes                                               // set once the replica's URL is known
-	undo.push("sandbox session leases", func(ctx context.Context) error { // after the sessions ended
+	// The sessions' leases (set once the replica's URL is known) go after
+	// the sessions ended.
+	var homes *sandboxHomes
+	undo.push("sandbox session leases", func(ctx context.Context) error {
 		if homes == nil {
 			return nil
 		}
