@@ -411,7 +411,7 @@ func TestSandboxReplicas(t *testing.T) {
 		}
 	})
 	t.Run("a session goes on from B when A stops", func(t *testing.T) {
-		res, err := call(csA, "execute_command", map[string]any{"command": "echo kept > k.txt; sleep 600 &"})
+		res, err := call(csA, "execute_command", map[string]any{"command": "echo kept > k.txt; sleep 600 >/dev/null 2>&1 &"})
 		if err != nil || res.IsError {
 			t.Fatalf("execute_command: %v %+v", err, res)
 		}
@@ -425,8 +425,12 @@ func TestSandboxReplicas(t *testing.T) {
 		if res, err := call(csA, stopped, map[string]any{"session_id": gone}); err != nil || res.IsError {
 			t.Fatalf("stop_session: %v %+v", err, res)
 		}
+		began := time.Now()
 		a.stop(t)
+		t.Logf("A stopped in %s", time.Since(began).Round(time.Millisecond))
+		began = time.Now()
 		res, err = call(csB, "execute_command", map[string]any{"command": "cat k.txt; pgrep sleep || echo no sleep", "session_id": sid})
+		t.Logf("the first call on B after A stopped took %s", time.Since(began).Round(time.Millisecond))
 		if err != nil || res.IsError || structured(t, res)["stdout"] != "kept\nno sleep\n" {
 			t.Fatalf("A's session on B after A stopped: %v %+v", err, res)
 		}
