@@ -24,12 +24,25 @@ import (
 // stops at it.
 const defaultPidsLimit = 256
 
-// Mount is a named volume mounted into a container.
+// Mount is a named volume mounted into a container. The volume must
+// exist when the container is created (made by CreateVolume or
+// CreateSizedVolume), unless External: the engine would otherwise make an
+// empty one of that name for the container, which nothing owns, and a
+// workspace removed while its container was being made would come back
+// empty instead of failing.
 type Mount struct {
 	Volume   string
 	Target   string
 	ReadOnly bool
+	// External marks an operator's volume (MCP_SERVER_SANDBOX_VOLUMES),
+	// which the engine creates when it is missing.
+	External bool
 }
+
+// labelMadeForContainer marks a volume the engine made for a container
+// because it was missing: the engine applies a mount's volume labels only
+// to a volume it creates then.
+const labelMadeForContainer = "io.switchboard.made-for-container"
 
 // Bind mounts a host directory into a container. It exists for one
 // purpose: the directories an operator lists in MCP_SERVER_SANDBOX_VOLUMES
@@ -159,7 +172,11 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(s.DiskBytes, 10)}
 	}
 	for _, m := range s.Mounts {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target, ReadOnly: m.ReadOnly})
+		mm := mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target, ReadOnly: m.ReadOnly}
+		if !m.External {
+			mm.VolumeOptions = &mount.VolumeOptions{Labels: e.labels(map[string]string{labelMadeForContainer: "1"})}
+		}
+		hc.Mounts = append(hc.Mounts, mm)
 	}
 	for _, b := range s.Binds {
 		if err := b.check(); err != nil {
@@ -175,7 +192,37 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 		}
 		return "", e.wrap(err, "create container")
 	}
+	if err := e.checkMounts(ctx, res.ID, s.Mounts); err != nil {
+		return "", err
+	}
 	return res.ID, nil
+}
+
+// checkMounts fails a container created on a volume that did not exist:
+// the container and the empty volume the engine made for it are removed.
+func (e *Engine) checkMounts(ctx context.Context, id string, mounts []Mount) error {
+	for _, m := range mounts {
+		if m.External {
+			continue
+		}
+		v, err := e.InspectVolume(ctx, m.Volume)
+		if err == nil && v.Labels[labelMadeForContainer] == "" {
+			continue
+		}
+		cctx := context.WithoutCancel(ctx)
+		if rerr := e.Remove(cctx, id); rerr != nil {
+			e.log.Warn("container on a missing volume: removing it", "container", id, "err", rerr)
+		}
+		if err == nil {
+			// Only the engine's empty volume: nothing else mounts it yet.
+			if rerr := e.RemoveVolume(cctx, m.Volume); rerr != nil {
+				e.log.Warn("container on a missing volume: removing the volume made for it", "volume", m.Volume, "err", rerr)
+			}
+			return switchboard.Errorf(switchboard.ErrNotFound, "volume %q does not exist (removed while its container was being made); nothing was started", m.Volume)
+		}
+		return err
+	}
+	return nil
 }
 
 // Start starts a created or stopped container.

@@ -154,6 +154,40 @@ func TestExecAndVolumes(t *testing.T) {
 	}
 }
 
+// TestMountOfMissingVolume: a container is never made on a volume that
+// does not exist (the engine would make an empty one nobody owns, and a
+// workspace removed while its container was being made would come back
+// empty): Create fails with ErrNotFound and leaves neither a container nor
+// a volume. An operator's volume (External) is still made when missing.
+func TestMountOfMissingVolume(t *testing.T) {
+	e := enginetest.New(t)
+	img := enginetest.GoImage(t, e, fixture)
+	ctx := ctxT(t)
+	gone := e.Instance() + "-gone"
+	_, err := e.Create(ctx, engine.Spec{Image: img, Stdin: true, Labels: map[string]string{"t": "missing"},
+		Mounts: []engine.Mount{{Volume: gone, Target: "/data"}}})
+	if !errors.Is(err, switchboard.ErrNotFound) || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("create on a missing volume: %v, want ErrNotFound naming it", err)
+	}
+	if l, err := e.List(ctx, map[string]string{"t": "missing"}); err != nil || len(l) != 0 {
+		t.Fatalf("containers left: %v %v", l, err)
+	}
+	if _, err := e.InspectVolume(ctx, gone); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("volume made for the refused container: %v, want ErrNotFound", err)
+	}
+	ext := e.Instance() + "-external"
+	id, err := e.Create(ctx, engine.Spec{Image: img, Stdin: true, Mounts: []engine.Mount{{Volume: ext, Target: "/data", External: true}}})
+	if err != nil {
+		t.Fatalf("create on a missing external volume: %v", err)
+	}
+	if err := e.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveVolume(ctx, ext); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBinds: a host directory an operator configured is shared both ways,
 // read-only when asked; what reaches the host's control surfaces is
 // refused before the engine sees it.

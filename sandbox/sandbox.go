@@ -547,7 +547,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 			spec.Binds = append(spec.Binds, engine.Bind{HostPath: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
 			continue
 		}
-		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+		spec.Mounts = append(spec.Mounts, engine.Mount{Volume: v.Source, Target: v.Target, ReadOnly: v.ReadOnly, External: true})
 	}
 	if FromRegistry(x.image) {
 		// An image that names its registry (one `sandbox build-image
