@@ -656,7 +656,7 @@ func (s *Service) relay(ctx context.Context, w http.ResponseWriter, sup *supervi
 			ProtocolVersion string `json:"protocolVersion"`
 		}
 		_ = json.Unmarshal(msg.Params, &ip)
-		res = map[string]any{"protocolVersion": ip.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+		res = map[string]any{"protocolVersion": ip.ProtocolVersion, "capabilities": s.hopCapabilities(ctx, sup),
 			"serverInfo": map[string]any{"name": sup.plan.reg.Name, "version": "switchboard-replica"}}
 	case "ping":
 		res = map[string]any{}
@@ -676,6 +676,35 @@ func (s *Service) relay(ctx context.Context, w http.ResponseWriter, sup *supervi
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": res})
+}
+
+// hopCapabilities are the capabilities a replica that does not own sup
+// is told: the container's own, as it announced them to this replica's
+// connection, less what the hop cannot carry: notifications (a
+// listChanged, resource subscriptions, logging), since the hop answers
+// requests only. So prompts, resources, templates and completion of a
+// hosted server work through every replica. Tools only when the
+// container cannot be reached now (its calls will say why).
+func (s *Service) hopCapabilities(ctx context.Context, sup *supervisor) map[string]any {
+	out := map[string]any{"tools": map[string]any{}}
+	up, err := s.upstreams(sup.project)
+	if err != nil || up.Connect(ctx, sup.plan.reg.Name) != nil {
+		return out
+	}
+	cp, ok := up.(interface{ Capabilities(name string) json.RawMessage })
+	if !ok {
+		return out
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(cp.Capabilities(sup.plan.reg.Name), &caps) != nil {
+		return out
+	}
+	for _, k := range []string{"prompts", "resources", "completions"} {
+		if v, ok := caps[k]; ok && string(v) != "null" {
+			out[k] = map[string]any{}
+		}
+	}
+	return out
 }
 
 // writeRPCError answers a message with a JSON-RPC error (or 503 for a

@@ -30,6 +30,7 @@ type rawItem struct {
 // serverCaps are the capabilities of an upstream that matter for routing.
 type serverCaps struct {
 	prompts, resources, subscribe, completions, logging bool
+	raw                                                 json.RawMessage // as the server sent them
 }
 
 func parseCaps(raw json.RawMessage) serverCaps {
@@ -45,7 +46,7 @@ func parseCaps(raw json.RawMessage) serverCaps {
 		return serverCaps{}
 	}
 	present := func(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" }
-	return serverCaps{prompts: present(c.Prompts), resources: c.Resources != nil,
+	return serverCaps{raw: raw, prompts: present(c.Prompts), resources: c.Resources != nil,
 		subscribe:   c.Resources != nil && c.Resources.Subscribe,
 		completions: present(c.Completions), logging: present(c.Logging)}
 }

@@ -44,6 +44,22 @@ func (m *Manager) Connect(ctx context.Context, name string) error {
 	return nil
 }
 
+// Capabilities returns the capabilities server name announced in its
+// initialize result, as it sent them; nil while it is not connected (or
+// there is no such server).
+func (m *Manager) Capabilities(name string) json.RawMessage {
+	u, err := m.server(name)
+	if err != nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn == nil {
+		return nil
+	}
+	return u.feats.caps.raw
+}
+
 // Request sends any JSON-RPC request (method, with params: a JSON object,
 // or nil for none) through server name's current connection and returns
 // the raw result. It never connects: a server that is not connected gets

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -445,5 +446,59 @@ func TestSandboxReplicas(t *testing.T) {
 	b.stop(t)
 	if got := instanceContainers(t, env["MCP_SERVER_INSTANCE"]); len(got) != 0 {
 		t.Errorf("%d containers left once both replicas stopped", len(got))
+	}
+}
+
+// TestHostedReplicaFeatures: a hosted server's prompts, resources,
+// templates and completion reach clients of a replica that does not own
+// it, through the owner (the hop tells that replica the container's own
+// capabilities, less the notifications it cannot carry).
+func TestHostedReplicaFeatures(t *testing.T) {
+	rs := newReplicaSet(t)
+	image := enginetest.GoImage(t, enginetest.New(t), "github.com/switchboard-mcp/switchboard/internal/mcptest/clashserver")
+	a, b := rs.start(), rs.start()
+	newAPI(t, a.url, "").must(http.StatusCreated, "POST", "/api/v1/mcp/servers", map[string]any{"name": "clash", "image": image}, nil)
+	eventually(t, opTimeout, func() (bool, string) {
+		var st switchboard.HostedStatus
+		newAPI(t, b.url, "").must(http.StatusOK, "GET", "/api/v1/mcp/servers/clash", nil, &st)
+		return strings.HasSuffix(st.Owner, " "+a.url) && !st.Local && st.Status == switchboard.HostedRunning,
+			fmt.Sprintf("B sees owner %q, status %s", st.Owner, st.Status)
+	})
+	cs := sdkConnect(t, b.url+"/mcp", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	eventually(t, opTimeout, func() (bool, string) {
+		res, err := cs.ListPrompts(ctx, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, p := range res.Prompts {
+			names = append(names, p.Name)
+		}
+		return slices.Contains(names, "greet") && slices.Contains(names, "farewell"), "B's prompts: " + strings.Join(names, ",")
+	})
+	pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"})
+	if err != nil || len(pr.Messages) != 1 {
+		t.Fatalf("prompts/get through B: %+v, %v", pr, err)
+	}
+	if tc, ok := pr.Messages[0].Content.(*mcp.TextContent); !ok || tc.Text != "clash greet" {
+		t.Fatalf("prompts/get through B: %+v", pr.Messages[0].Content)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "clash:doc"})
+	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "clash doc" {
+		t.Fatalf("resources/read through B: %+v, %v", rr, err)
+	}
+	tl, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(tl.ResourceTemplates) == 0 {
+		t.Fatalf("resources/templates/list through B: %+v, %v", tl, err)
+	}
+	cr, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "farewell"},
+		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "x"}})
+	if err != nil || !slices.Equal(cr.Completion.Values, []string{"clash-x"}) {
+		t.Fatalf("completion/complete through B: %+v, %v", cr, err)
+	}
+	if got := instanceContainers(t, rs.inst); len(got) != 1 {
+		t.Fatalf("two replicas run %d containers, want the one", len(got))
 	}
 }
