@@ -64,6 +64,7 @@ func (c *remoteConn) brokenReason() string {
 // lifetime (the SSE stream lives on it); connectCtx bounds the connect
 // itself, so a server that accepts and never answers cannot hold it.
 func startRemote(ctx, connectCtx context.Context, spec switchboard.ServerSpec, limit int64, hop string, onNote func(string, json.RawMessage), log *slog.Logger) (*remoteConn, error) {
+	log = slog.New(transportLog{log.Handler()})
 	life, endLife := context.WithCancel(context.Background())
 	c := &remoteConn{doneCh: make(chan struct{}), life: life, endLife: endLife}
 	// One client per upstream: its connections are not shared with other
@@ -556,3 +557,25 @@ func (c *remoteConn) listen(ctx context.Context, relist func(), log *slog.Logger
 		return ctx.Err()
 	}
 }
+
+// transportLog is mcp-go's logger: a server that answers the GET stream
+// with 405 does not offer one, which the MCP transport allows (the
+// hosted hop between replicas is one), so mcp-go's "server does not
+// support listening" is information, not an error.
+type transportLog struct{ slog.Handler }
+
+func (h transportLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelError && r.Message == "server does not support listening" {
+		r.Level = slog.LevelInfo
+		if !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h transportLog) WithAttrs(a []slog.Attr) slog.Handler {
+	return transportLog{h.Handler.WithAttrs(a)}
+}
+
+func (h transportLog) WithGroup(name string) slog.Handler { return transportLog{h.Handler.WithGroup(name)} }
