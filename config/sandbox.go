@@ -49,6 +49,9 @@ type Sandbox struct {
 	// project started a session of them; they count in MaxSessions. 0:
 	// none, every new session starts its own container.
 	WarmPool int `env:"MCP_SERVER_SANDBOX_WARM_POOL" envDefault:"1"`
+	// WarmPoolMax is how far a pool grows when new sessions find it
+	// empty (each miss doubles it); at most WarmPool: no growth.
+	WarmPoolMax int `env:"MCP_SERVER_SANDBOX_WARM_POOL_MAX" envDefault:"4"`
 }
 
 // SandboxVolume is one parsed entry of MCP_SERVER_SANDBOX_VOLUMES.
@@ -187,6 +190,9 @@ func (s Sandbox) validate(dockerHost string) []error {
 	}
 	if s.WarmPool < 0 || s.WarmPool > s.MaxSessions {
 		bad("MCP_SERVER_SANDBOX_WARM_POOL", "must be between 0 (no warm containers) and MCP_SERVER_SANDBOX_MAX_SESSIONS (%d), got %d", s.MaxSessions, s.WarmPool)
+	}
+	if s.WarmPoolMax < 0 {
+		bad("MCP_SERVER_SANDBOX_WARM_POOL_MAX", "must be 0 or more (at most MCP_SERVER_SANDBOX_WARM_POOL: pools never grow), got %d", s.WarmPoolMax)
 	}
 	if s.OutputLimit < 1024 {
 		bad("MCP_SERVER_SANDBOX_OUTPUT_LIMIT", "must be at least 1024 bytes, got %d", s.OutputLimit)

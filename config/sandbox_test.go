@@ -17,7 +17,7 @@ func TestSandboxDefaults(t *testing.T) {
 	}
 	want := Sandbox{Enabled: true, ImagePython: "switchboard-sandbox:latest", ImageNode: "switchboard-sandbox:latest",
 		SessionTimeout: 30 * time.Minute, MaxSessions: 10, MaxTimeout: 5 * time.Minute, OutputLimit: 1 << 20,
-		WorkspaceRetention: 24 * time.Hour, WorkspaceSize: 1 << 30, WarmPool: 1}
+		WorkspaceRetention: 24 * time.Hour, WorkspaceSize: 1 << 30, WarmPool: 1, WarmPoolMax: 4}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
@@ -91,6 +91,7 @@ func TestSandboxRejects(t *testing.T) {
 		"workspace size too small": {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "1048576"},
 		"negative workspace size":  {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "-1"},
 		"workspace size in words":  {"MCP_SERVER_SANDBOX_WORKSPACE_SIZE", "1G"},
+		"negative warm pool max":   {"MCP_SERVER_SANDBOX_WARM_POOL_MAX", "-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(getenvOf(map[string]string{tc.key: tc.value}))

@@ -46,10 +46,28 @@ type poolState struct {
 	filling map[poolKey]int        // being made (also in Service.pending)
 	active  map[poolKey]time.Time  // pools in demand: when last taken from
 	members map[string]*session    // warm or being made, by session id
+	target  map[poolKey]int        // grown past WarmPool by misses
 }
 
 func (p *poolState) init() {
 	p.ready, p.filling, p.active, p.members = map[poolKey][]*session{}, map[poolKey]int{}, map[poolKey]time.Time{}, map[string]*session{}
+	p.target = map[poolKey]int{}
+}
+
+// targetLocked is how many warm containers pool k keeps. Callers hold
+// s.mu.
+func (s *Service) targetLocked(k poolKey) int { return max(s.opts.WarmPool, s.pool.target[k]) }
+
+// missedLocked grows pool k after a new session found it empty although
+// it was in demand (sessions outran its refill): its target doubles, up
+// to WarmPoolMax. It goes back to WarmPool when the pool is drained as
+// idle. Callers hold s.mu.
+func (s *Service) missedLocked(k poolKey) {
+	if s.opts.WarmPool <= 0 || s.opts.WarmPoolMax <= s.opts.WarmPool {
+		return
+	}
+	t := s.targetLocked(k)
+	s.pool.target[k] = min(2*t, s.opts.WarmPoolMax)
 }
 
 // pooledLocked counts project's warm containers. Callers hold s.mu.
@@ -114,7 +132,7 @@ func (s *Service) removePooled(x *session) {
 	}
 }
 
-// refill starts making warm containers for pool k up to WarmPool, as
+// refill starts making warm containers for pool k up to its target, as
 // room under project's cap allows, one after another in the background.
 func (s *Service) refill(k poolKey) {
 	s.mu.Lock()
@@ -125,7 +143,7 @@ func (s *Service) refill(k poolKey) {
 	if at, ok := s.pool.active[k]; !ok || time.Since(at) >= s.opts.PoolIdle {
 		return // not in demand, or about to be drained as idle
 	}
-	need := s.opts.WarmPool - len(s.pool.ready[k]) - s.pool.filling[k]
+	need := s.targetLocked(k) - len(s.pool.ready[k]) - s.pool.filling[k]
 	room := s.opts.MaxSessions - s.countLocked(k.project)
 	need = min(need, room)
 	if need <= 0 {
@@ -235,6 +253,7 @@ func (s *Service) drainLocked(match func(poolKey) bool) []*session {
 	for k := range s.pool.active {
 		if match(k) {
 			delete(s.pool.active, k)
+			delete(s.pool.target, k)
 		}
 	}
 	for k, l := range s.pool.ready {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +308,57 @@ func TestWarmPoolAfterCrash(t *testing.T) {
 	if r.Stdout != "" || !r.SessionCreated {
 		t.Fatalf("the live replica after the restart: %+v", r)
 	}
+}
+
+// TestWarmPoolGrows: new sessions that find their pool empty, started
+// together, grow it (each miss doubles it) up to WarmPoolMax, within the
+// cap; the next burst of that size starts on warm containers only.
+func TestWarmPoolGrows(t *testing.T) {
+	f := newFixture(t, func(o *sandbox.Options) { o.MaxSessions = 8; o.WarmPool = 1; o.WarmPoolMax = 2 })
+	f.exec("p", "execute_command", map[string]any{"command": "true"}) // the pool is in demand from now
+	f.waitWarm("p", 1)
+	burst := func(n int) []result {
+		out := make([]result, n)
+		errs := make([]*switchboard.RPCError, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				raw, rerr := f.call("p", "execute_command", map[string]any{"command": "true"})
+				if errs[i] = rerr; rerr == nil {
+					errs[i] = func() *switchboard.RPCError {
+						if err := json.Unmarshal(raw, &out[i]); err != nil {
+							return &switchboard.RPCError{Code: -1, Message: err.Error()}
+						}
+						return nil
+					}()
+				}
+			})
+		}
+		wg.Wait()
+		for i, e := range errs {
+			if e != nil {
+				t.Fatalf("session %d of the burst: %d %s", i, e.Code, e.Message)
+			}
+		}
+		return out
+	}
+	warmOnes := func(rs []result, warm []string) int {
+		n := 0
+		for _, r := range rs {
+			if slices.Contains(warm, r.SessionID) {
+				n++
+			}
+		}
+		return n
+	}
+	warm := f.warmRefs("p")
+	if got := warmOnes(burst(3), warm); got != 1 {
+		t.Fatalf("first burst: %d sessions on warm containers, want 1 (the pool held 1)", got)
+	}
+	f.waitWarm("p", 2) // grown to WarmPoolMax, not 4
+	warm = f.warmRefs("p")
+	if got := warmOnes(burst(2), warm); got != 2 {
+		t.Fatalf("second burst: %d of 2 sessions on warm containers %v", got, warm)
+	}
+	f.waitWarm("p", 2) // 6 sessions + 2 warm: the cap
 }

@@ -107,6 +107,10 @@ type Options struct {
 	// workspace, are kept ready per project, template and flavor once
 	// that project started a session of them (see pool.go); 0: none.
 	WarmPool int
+	// WarmPoolMax is how far a pool grows when new sessions find it
+	// empty: each such miss doubles its target, up to this (within
+	// MaxSessions); at most WarmPool: it never grows.
+	WarmPoolMax int
 	// PoolIdle drains a pool nobody took from for this long; default
 	// SessionTimeout.
 	PoolIdle time.Duration
@@ -422,14 +426,21 @@ func (s *Service) createAs(ctx context.Context, id, project, agent, template, fl
 		flavor = "small"
 	}
 	s.mu.Lock()
+	missed := false
 	for {
 		if err := s.closingLocked(project); err != nil {
 			s.mu.Unlock()
 			return nil, err
 		}
 		if wsID == "" {
-			if x := s.takeLocked(poolKey{project, template, flavor}); x != nil {
+			k := poolKey{project, template, flavor}
+			_, inDemand := s.pool.active[k]
+			if x := s.takeLocked(k); x != nil {
 				return s.startWarm(x, agent), nil // s.mu is released
+			}
+			if inDemand && !missed {
+				s.missedLocked(k)
+				missed = true
 			}
 		}
 		// Warm containers count in the cap, but never refuse a session:

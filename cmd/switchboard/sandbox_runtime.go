@@ -68,7 +68,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
 		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
 		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention, WorkspaceBytes: size,
-		WarmPool: cfg.Sandbox.WarmPool, Alive: alive,
+		WarmPool: cfg.Sandbox.WarmPool, WarmPoolMax: cfg.Sandbox.WarmPoolMax, Alive: alive,
 		Logger: log.With("component", "sandbox"),
 	})
 	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
