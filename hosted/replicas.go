@@ -691,7 +691,9 @@ func (s *Service) hopCapabilities(ctx context.Context, sup *supervisor) map[stri
 	if err != nil || up.Connect(ctx, sup.plan.reg.Name) != nil {
 		return out
 	}
-	cp, ok := up.(interface{ Capabilities(name string) json.RawMessage })
+	cp, ok := up.(interface {
+		Capabilities(name string) json.RawMessage
+	})
 	if !ok {
 		return out
 	}

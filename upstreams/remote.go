@@ -578,4 +578,6 @@ func (h transportLog) WithAttrs(a []slog.Attr) slog.Handler {
 	return transportLog{h.Handler.WithAttrs(a)}
 }
 
-func (h transportLog) WithGroup(name string) slog.Handler { return transportLog{h.Handler.WithGroup(name)} }
+func (h transportLog) WithGroup(name string) slog.Handler {
+	return transportLog{h.Handler.WithGroup(name)}
+}
