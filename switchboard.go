@@ -7,7 +7,9 @@
 package switchboard
 
 import (
+	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -43,6 +45,17 @@ const ReplicaTokenHeader = "X-Switchboard-Replica-Token"
 // it bounds its work by them. A remote upstream whose spec lists this
 // header gets it set on every request from the request's context.
 const DeadlineHeader = "X-Switchboard-Deadline-Ms"
+
+// DeadlineLeft renders ctx's time left for DeadlineHeader (at least 1
+// ms: the time left travels, the clocks of two hosts need not agree); ok
+// false when ctx has no deadline.
+func DeadlineLeft(ctx context.Context) (ms string, ok bool) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return "", false
+	}
+	return strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10), true
+}
 
 // CallRequest is one tools/call as the edge received it, carried unchanged
 // from the edge down to whoever serves the tool (an upstream or a builtin).

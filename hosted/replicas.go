@@ -1,6 +1,7 @@
 package hosted
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -87,8 +88,41 @@ func regKey(p plan) string {
 	return string(b)
 }
 
-// holder is this replica's lease holder string.
-func (r *Replication) holder() string { return r.Owner + " " + r.URL }
+// Holder is this replica's lease holder string, "<owner id> <URL>".
+func (r *Replication) Holder() string { return r.Owner + " " + r.URL }
+
+// SplitHolder returns the owner id and the URL of a lease holder string.
+func SplitHolder(holder string) (owner, url string) {
+	owner, url, _ = strings.Cut(holder, " ")
+	return owner, url
+}
+
+// ErrNotDelivered: the replica a hop was sent to refused the connection
+// (it is stopping, or gone); nothing ran there.
+var ErrNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "the replica it was handed to is stopping")
+
+// Post sends one hop to another replica: body to url with hdr, the
+// replicas' token and the time left of ctx's deadline, cancelled with
+// ctx. A refused connection is ErrNotDelivered.
+func (r *Replication) Post(ctx context.Context, url string, body []byte, hdr http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set(switchboard.ReplicaTokenHeader, r.Token)
+	if ms, ok := switchboard.DeadlineLeft(ctx); ok {
+		req.Header.Set(switchboard.DeadlineHeader, ms)
+	}
+	resp, err := r.client().Do(req)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return nil, ErrNotDelivered
+	}
+	return resp, err
+}
 
 func (r *Replication) client() *http.Client {
 	if r.Client != nil {
@@ -107,7 +141,7 @@ func (s *Service) claim(ctx context.Context, rowID string) {
 	if r == nil {
 		return
 	}
-	if _, err := r.Leases.AcquireLease(ctx, leasePrefix+rowID, r.holder(), r.TTL); err != nil {
+	if _, err := r.Leases.AcquireLease(ctx, leasePrefix+rowID, r.Holder(), r.TTL); err != nil {
 		s.log.Warn("taking the lease of a new hosted server", "hosted_id", rowID, "err", err)
 		return
 	}
@@ -168,7 +202,7 @@ func (s *Service) changedProject(project string) uint64 {
 // container (in the background: the other renewals go on).
 func (s *Service) renew(ctx context.Context) {
 	r := s.opts.Replication
-	me := r.holder()
+	me := r.Holder()
 	s.mu.Lock()
 	owned := make(map[string]*supervisor, len(s.sups))
 	for id, sup := range s.sups {
@@ -196,7 +230,7 @@ func (s *Service) renew(ctx context.Context) {
 // reconcile is one pass of the reconciler: take over, follow changes.
 func (s *Service) reconcile(ctx context.Context) {
 	r := s.opts.Replication
-	me := r.holder()
+	me := r.Holder()
 	changed := map[string]bool{}
 	defer func() {
 		for p := range changed {
@@ -257,7 +291,7 @@ func (s *Service) reconcile(ctx context.Context) {
 		}
 		holder := holders[row.ID]
 		if holder != "" && holder != me {
-			owner, _, _ := strings.Cut(holder, " ")
+			owner, _ := SplitHolder(holder)
 			if alive, err := r.Alive(ctx, owner); err == nil && !alive {
 				if err := r.Leases.ReleaseLease(ctx, leasePrefix+row.ID, holder); err == nil {
 					holder = ""
@@ -385,7 +419,7 @@ func (s *Service) release(ctx context.Context, rowID string) {
 	if r == nil {
 		return
 	}
-	if err := r.Leases.ReleaseLease(ctx, leasePrefix+rowID, r.holder()); err != nil {
+	if err := r.Leases.ReleaseLease(ctx, leasePrefix+rowID, r.Holder()); err != nil {
 		s.log.Warn("releasing a hosted server's lease; it expires by itself", "hosted_id", rowID, "err", err)
 	}
 	s.mu.Lock()
@@ -432,7 +466,7 @@ func (s *Service) remoteRef(project, ref string) *remoteRow {
 // ownStatus marks a status as this replica's own.
 func (s *Service) ownStatus(st switchboard.HostedStatus) switchboard.HostedStatus {
 	if r := s.opts.Replication; r != nil {
-		st.Owner, st.Local = r.holder(), true
+		st.Owner, st.Local = r.Holder(), true
 	}
 	return st
 }
@@ -446,8 +480,8 @@ func (s *Service) ownerURL(ctx context.Context, rowID string) string {
 		return ""
 	}
 	for _, l := range list {
-		if l.Name == leasePrefix+rowID && l.Holder != r.holder() {
-			_, u, _ := strings.Cut(l.Holder, " ")
+		if l.Name == leasePrefix+rowID && l.Holder != r.Holder() {
+			_, u := SplitHolder(l.Holder)
 			return u
 		}
 	}
@@ -470,26 +504,18 @@ func (s *Service) forward(ctx context.Context, rowID, path string, body []byte, 
 			return nil, false, nil
 		}
 		if base := s.ownerURL(ctx, rowID); base != "" {
-			req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, base+InternalPrefix+rowID+"/"+path, strings.NewReader(string(body)))
-			if rerr != nil {
-				return nil, true, rerr
+			h := hdr.Clone()
+			if h == nil {
+				h = http.Header{}
 			}
-			for k, v := range hdr {
-				req.Header[k] = v
-			}
-			req.Header.Set(switchboard.ReplicaTokenHeader, r.Token)
-			req.Header.Set(forwardedHeader, "1")
-			if d, ok := ctx.Deadline(); ok {
-				req.Header.Set(switchboard.DeadlineHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
-			}
-			resp, err := r.client().Do(req)
-			var op *net.OpError
+			h.Set(forwardedHeader, "1")
+			resp, err := r.Post(ctx, base+InternalPrefix+rowID+"/"+path, body, h)
 			switch {
 			case err == nil && resp.StatusCode == http.StatusMisdirectedRequest:
 				_ = resp.Body.Close() // no longer the owner: resolve again
 			case err == nil:
 				return resp, true, nil
-			case errors.As(err, &op) && op.Op == "dial":
+			case errors.Is(err, ErrNotDelivered):
 				// The owner is gone (drained or killed): nothing was sent;
 				// wait for the next owner.
 			default:
@@ -539,10 +565,7 @@ func ReplicaOnly(token string, h http.Handler) http.Handler {
 
 // HopContext bounds a request from another replica by the deadline it
 // carries (DeadlineHeader), or 30 s when it carries none.
-func HopContext(r *http.Request) (context.Context, context.CancelFunc) { return hopContext(r) }
-
-// hopContext bounds a hop by the deadline it carries.
-func hopContext(r *http.Request) (context.Context, context.CancelFunc) {
+func HopContext(r *http.Request) (context.Context, context.CancelFunc) {
 	d := defaultHop
 	if ms, err := strconv.ParseInt(r.Header.Get(switchboard.DeadlineHeader), 10, 64); err == nil && ms > 0 {
 		d = time.Duration(ms) * time.Millisecond
@@ -553,7 +576,7 @@ func hopContext(r *http.Request) (context.Context, context.CancelFunc) {
 // serveMCP relays one JSON-RPC message: into the local connection to the
 // container when this replica owns the row, else to the owner.
 func (s *Service) serveMCP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := hopContext(r)
+	ctx, cancel := HopContext(r)
 	defer cancel()
 	id := r.PathValue("id")
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRelayBody+1))
@@ -726,7 +749,7 @@ func writeRPCError(w http.ResponseWriter, body []byte, err error) {
 
 // serveOp runs restart or delete on the row this replica owns.
 func (s *Service) serveOp(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := hopContext(r)
+	ctx, cancel := HopContext(r)
 	defer cancel()
 	id := r.PathValue("id")
 	s.mu.Lock()

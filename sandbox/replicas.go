@@ -54,3 +54,13 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 	}
 	return notFound
 }
+
+// SessionOf is the sandbox session workspace row w names (its running
+// session, or the last one), "" when none.
+func SessionOf(w switchboard.Workspace) string {
+	var cfg workspaceConfig
+	if json.Unmarshal(w.Config, &cfg) != nil {
+		return ""
+	}
+	return cfg.Session
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -363,9 +362,8 @@ func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Add(switchboard.HopHeader, t.hop)
 	}
 	if t.deadline {
-		// The time left travels; the clocks of two hosts need not agree.
-		if d, ok := r.Context().Deadline(); ok {
-			r.Header.Set(switchboard.DeadlineHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
+		if ms, ok := switchboard.DeadlineLeft(r.Context()); ok {
+			r.Header.Set(switchboard.DeadlineHeader, ms)
 		} else {
 			r.Header.Del(switchboard.DeadlineHeader)
 		}

@@ -194,7 +194,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
 	repl := replication(cfg, st, proc, key, ln.Addr().String())
-	homes = &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, client: &http.Client{}, held: map[string]bool{}}
+	homes = &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, held: map[string]bool{}}
 	homes.start()
 	sbox.homes = homes
 	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,19 +37,14 @@ const (
 	handOverWait = 30 * time.Second
 )
 
-// errNotDelivered: the home's listener refused the connection (it is
-// stopping, or gone); nothing ran.
-var errNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the replica running this session is stopping")
-
 // sandboxHomes keeps this replica's sessions' leases and hands calls for
 // other replicas' sessions to their homes.
 type sandboxHomes struct {
-	svc    *sandbox.Service
-	eng    *engine.Engine
-	st     switchboard.WorkspaceStore
-	repl   *hosted.Replication // the leases, this replica's holder, token, TTL and tick
-	log    *slog.Logger
-	client *http.Client
+	svc  *sandbox.Service
+	eng  *engine.Engine
+	st   switchboard.WorkspaceStore
+	repl *hosted.Replication // the leases, this replica's holder, token, TTL and tick
+	log  *slog.Logger
 
 	mu   sync.Mutex
 	held map[string]bool // lease names this replica holds
@@ -61,7 +53,9 @@ type sandboxHomes struct {
 	wg     sync.WaitGroup
 }
 
-func (h *sandboxHomes) holder() string { return h.repl.Owner + " " + h.repl.URL }
+// errNotDelivered: the home's listener refused the connection (it is
+// stopping, or gone); nothing ran.
+var errNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the replica running this session is stopping")
 
 func sessionLease(project, id string) string { return sandboxLeasePrefix + project + "/" + id }
 
@@ -91,7 +85,7 @@ func (h *sandboxHomes) renew(ctx context.Context) {
 	for _, x := range h.svc.Sessions("") {
 		name := sessionLease(x.Project, x.SessionID)
 		now[name] = true
-		if _, err := h.repl.Leases.AcquireLease(ctx, name, h.holder(), h.repl.TTL); err != nil {
+		if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err != nil {
 			h.log.Debug("sandbox: renewing a session's lease", "sandbox_session", x.SessionID, "err", err)
 		}
 	}
@@ -105,14 +99,14 @@ func (h *sandboxHomes) renew(ctx context.Context) {
 	h.held = now
 	h.mu.Unlock()
 	for _, name := range gone {
-		_ = h.repl.Leases.ReleaseLease(ctx, name, h.holder())
+		_ = h.repl.Leases.ReleaseLease(ctx, name, h.repl.Holder())
 	}
 }
 
 // claim takes a new session's lease at once (not at the next tick).
 func (h *sandboxHomes) claim(ctx context.Context, project, id string) {
 	name := sessionLease(project, id)
-	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.holder(), h.repl.TTL); err == nil {
+	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err == nil {
 		h.mu.Lock()
 		h.held[name] = true
 		h.mu.Unlock()
@@ -131,7 +125,7 @@ func (h *sandboxHomes) close(ctx context.Context) error {
 	h.held = map[string]bool{}
 	h.mu.Unlock()
 	for name := range held {
-		_ = h.repl.Leases.ReleaseLease(ctx, name, h.holder())
+		_ = h.repl.Leases.ReleaseLease(ctx, name, h.repl.Holder())
 	}
 	return nil
 }
@@ -145,10 +139,10 @@ func (h *sandboxHomes) home(ctx context.Context, project, id string) string {
 		return ""
 	}
 	for _, l := range list {
-		if l.Name != name || l.Holder == h.holder() {
+		if l.Name != name || l.Holder == h.repl.Holder() {
 			continue
 		}
-		owner, u, _ := strings.Cut(l.Holder, " ")
+		owner, u := hosted.SplitHolder(l.Holder)
 		if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
 			return ""
 		}
@@ -166,10 +160,10 @@ func (h *sandboxHomes) remote(ctx context.Context, project string) map[string]st
 		return out
 	}
 	for _, l := range list {
-		if l.Holder == h.holder() {
+		if l.Holder == h.repl.Holder() {
 			continue
 		}
-		owner, u, _ := strings.Cut(l.Holder, " ")
+		owner, u := hosted.SplitHolder(l.Holder)
 		if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
 			continue
 		}
@@ -193,15 +187,15 @@ func (h *sandboxHomes) resume(ctx context.Context, project, id string) (string, 
 	// A lease a dead process of this host holds is let go at once.
 	if list, err := h.repl.Leases.ListLeases(ctx, name); err == nil {
 		for _, l := range list {
-			owner, _, _ := strings.Cut(l.Holder, " ")
-			if l.Name == name && l.Holder != h.holder() {
+			owner, _ := hosted.SplitHolder(l.Holder)
+			if l.Name == name && l.Holder != h.repl.Holder() {
 				if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
 					_ = h.repl.Leases.ReleaseLease(ctx, name, l.Holder)
 				}
 			}
 		}
 	}
-	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.holder(), h.repl.TTL); err != nil {
+	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err != nil {
 		if errors.Is(err, switchboard.ErrConflict) {
 			return h.home(ctx, project, id), nil
 		}
@@ -216,7 +210,7 @@ func (h *sandboxHomes) resume(ctx context.Context, project, id string) (string, 
 		}
 	}
 	if err := h.svc.Resume(ctx, project, id); err != nil {
-		_ = h.repl.Leases.ReleaseLease(context.WithoutCancel(ctx), name, h.holder())
+		_ = h.repl.Leases.ReleaseLease(context.WithoutCancel(ctx), name, h.repl.Holder())
 		return "", err
 	}
 	return "", nil
@@ -233,10 +227,7 @@ func (h *sandboxHomes) sessionWorkspace(ctx context.Context, project, id string)
 		return ""
 	}
 	for _, w := range rows {
-		var cfg struct {
-			Session string `json:"sandbox_session"`
-		}
-		if json.Unmarshal(w.Config, &cfg) == nil && cfg.Session == id {
+		if sandbox.SessionOf(w) == id {
 			return w.ID
 		}
 	}
@@ -253,11 +244,7 @@ func (h *sandboxHomes) sessionOn(ctx context.Context, project, id string) string
 	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace {
 		return ""
 	}
-	var cfg struct {
-		Session string `json:"sandbox_session"`
-	}
-	_ = json.Unmarshal(w.Config, &cfg)
-	return cfg.Session
+	return sandbox.SessionOf(w)
 }
 
 // hopCall is one sandbox tool call handed to a session's home.
@@ -276,18 +263,8 @@ type hopAnswer struct {
 // forward runs req at base (a home replica), bounded by ctx.
 func (h *sandboxHomes) forward(ctx context.Context, base string, req switchboard.CallRequest) (json.RawMessage, error) {
 	body, _ := json.Marshal(hopCall{Project: req.Project, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments})
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+sandboxCallPath, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(switchboard.ReplicaTokenHeader, h.repl.Token)
-	if d, ok := ctx.Deadline(); ok {
-		hr.Header.Set(switchboard.DeadlineHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
-	}
-	resp, err := h.client.Do(hr)
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	resp, err := h.repl.Post(ctx, base+sandboxCallPath, body, http.Header{"Content-Type": {"application/json"}})
+	if errors.Is(err, hosted.ErrNotDelivered) {
 		return nil, errNotDelivered
 	}
 	if err != nil {
