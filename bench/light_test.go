@@ -412,7 +412,9 @@ func formatLight(rs []lightResult, d time.Duration) string {
 			fmt.Fprintf(&w, " (target <= 2: %s)", verdict(p99 <= 2))
 		}
 		cpu := g.perCall(g.serverCPU)
-		fmt.Fprintf(&w, "; gateway CPU %.1f µs/call with the call log on (target <= 60: %s)", cpu, verdict(cpu <= 60))
+		// The 60 µs CPU target of issue 11 was withdrawn (issue 26): it is
+		// below the floors printed beside it.
+		fmt.Fprintf(&w, "; gateway CPU %.1f µs/call with the call log on", cpu)
 		if fh, fp := byKey[lightFloorHTTP+k], byKey[lightFloorProxy+k]; fh.calls > 0 && fp.calls > 0 {
 			fmt.Fprintf(&w, ", floors here: net/http alone %.1f, a bare stdio proxy %.1f", fh.perCall(fh.serverCPU), fp.perCall(fp.serverCPU))
 		}
