@@ -203,10 +203,7 @@ func (a *API) callHosted(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
+	var in apiclient.HostedCall
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}

@@ -45,10 +45,7 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request) error {
 	if err := a.opts.Access.AllowAdmin(r, "creating a project"); err != nil {
 		return err
 	}
-	var in struct {
-		ID          string `json:"id"`
-		Description string `json:"description"`
-	}
+	var in apiclient.NewProject
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}
@@ -78,9 +75,7 @@ func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) updateProject(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		Description *string `json:"description"`
-	}
+	var in apiclient.ProjectChange
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}

@@ -28,9 +28,7 @@ func (a *API) putSecret(w http.ResponseWriter, r *http.Request) error {
 	if !secretName.MatchString(name) {
 		return switchboard.Errorf(switchboard.ErrInvalid, "secret names are variable names: letters, digits and '_', not starting with a digit, at most 128")
 	}
-	var in struct {
-		Value *string `json:"value"`
-	}
+	var in apiclient.SecretValue
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}

@@ -32,9 +32,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := r.PathValue("project")
-	var in struct {
-		Name string `json:"name"`
-	}
+	var in apiclient.NewToken
 	if err := a.decode(w, r, &in, false); err != nil {
 		return err
 	}

@@ -97,9 +97,7 @@ func (a *API) workspaceOp(op string) func(w http.ResponseWriter, r *http.Request
 		}
 		var agent string
 		if op == "attach" {
-			var in struct {
-				AgentSessionID string `json:"agent_session_id"`
-			}
+			var in apiclient.WorkspaceAttach
 			if err := a.decode(w, r, &in, false); err != nil {
 				return err
 			}

@@ -274,7 +274,7 @@ func (c *Client) Secrets(ctx context.Context, project string) (Secrets, error) {
 // SetSecret sets a secret's value.
 func (c *Client) SetSecret(ctx context.Context, project, name, value string) (Secret, error) {
 	var out Secret
-	return out, c.Do(ctx, http.MethodPut, projectPath(project, "secrets", name), map[string]string{"value": value}, &out)
+	return out, c.Do(ctx, http.MethodPut, projectPath(project, "secrets", name), SecretValue{Value: &value}, &out)
 }
 
 // DeleteSecret deletes a secret.
@@ -291,7 +291,7 @@ func (c *Client) Tokens(ctx context.Context, project string) (Tokens, error) {
 // CreateToken creates a project token; the answer holds it, only this once.
 func (c *Client) CreateToken(ctx context.Context, project, name string) (Token, error) {
 	var out Token
-	return out, c.Do(ctx, http.MethodPost, projectPath(project, "tokens"), map[string]string{"name": name}, &out)
+	return out, c.Do(ctx, http.MethodPost, projectPath(project, "tokens"), NewToken{Name: name}, &out)
 }
 
 // RevokeToken revokes a project token.
@@ -402,7 +402,7 @@ func (c *Client) DeleteWorkspace(ctx context.Context, project, id string) error 
 // and answers the sandbox session on it.
 func (c *Client) AttachWorkspace(ctx context.Context, project, id, agent string) (switchboard.SandboxSession, error) {
 	var out switchboard.SandboxSession
-	return out, c.Do(ctx, http.MethodPost, projectPath(project, "workspaces", id, "attach"), map[string]string{"agent_session_id": agent}, &out)
+	return out, c.Do(ctx, http.MethodPost, projectPath(project, "workspaces", id, "attach"), WorkspaceAttach{AgentSessionID: agent}, &out)
 }
 
 // DetachWorkspace detaches a workspace: its session stops, its files stay.

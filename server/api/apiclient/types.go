@@ -31,6 +31,34 @@ type NewProject struct {
 	Description string `json:"description,omitempty"`
 }
 
+// ProjectChange is the body of PATCH /api/v1/projects/{p}: a field left
+// out (nil) keeps its value.
+type ProjectChange struct {
+	Description *string `json:"description,omitempty"`
+}
+
+// SecretValue is the body of PUT .../secrets/{name}; nil is refused.
+type SecretValue struct {
+	Value *string `json:"value"`
+}
+
+// NewToken is the body of POST .../tokens.
+type NewToken struct {
+	Name string `json:"name"`
+}
+
+// WorkspaceAttach is the body of POST .../workspaces/{id}/attach.
+type WorkspaceAttach struct {
+	AgentSessionID string `json:"agent_session_id"`
+}
+
+// HostedCall is the body of POST .../mcp/servers/{id}/call: one JSON-RPC
+// request to a hosted server.
+type HostedCall struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
 // Server is one server of a project (GET .../servers).
 type Server struct {
 	ID          string                    `json:"id"`

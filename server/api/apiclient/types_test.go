@@ -17,7 +17,8 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 // types and the root package's it returns, is named in snake_case.
 func TestWireNamesAreSnakeCase(t *testing.T) {
 	types := []any{
-		apiclient.Project{}, apiclient.NewProject{}, apiclient.Server{}, apiclient.ServerChange{}, apiclient.Tool{},
+		apiclient.Project{}, apiclient.NewProject{}, apiclient.ProjectChange{}, apiclient.SecretValue{}, apiclient.NewToken{},
+		apiclient.WorkspaceAttach{}, apiclient.HostedCall{}, apiclient.Server{}, apiclient.ServerChange{}, apiclient.Tool{},
 		apiclient.Secret{}, apiclient.Token{}, apiclient.CallPage{}, apiclient.Reloaded{}, apiclient.SandboxSwitch{},
 		apiclient.HostedLogs{}, apiclient.ErrorBody{}, apiclient.Projects{}, apiclient.Servers{}, apiclient.Tools{},
 		apiclient.Secrets{}, apiclient.Tokens{}, apiclient.Statuses{}, apiclient.HostedList{}, apiclient.Workspaces{},
