@@ -38,6 +38,10 @@ import (
 type runOptions struct {
 	Reload    <-chan os.Signal  // each value re-reads the servers file (main: SIGHUP); nil never
 	Listening func(addr string) // if set, told the bound address once serving (tests on port 0)
+	// Started, if set, is called once every step has started and the
+	// gateway serves; an error fails the start there, as the last step
+	// (tests of the unwinding).
+	Started func(addr string) error
 }
 
 // run is runWith with no reload channel and no listening callback.
@@ -306,6 +310,11 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		edges.Wait()
 		return nil
 	})
+	if opts.Started != nil {
+		if err := opts.Started(ln.Addr().String()); err != nil {
+			return err
+		}
+	}
 
 	for {
 		select {
