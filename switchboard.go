@@ -65,6 +65,11 @@ type CallRequest struct {
 	// the sessionId of a legacy SSE one), "" when there is none. The edge
 	// sets both explicitly; nothing downstream guesses them.
 	Project, Session string
+	// Caller names a request without a session: the token that sent it
+	// and the client's identity (its clientInfo), as an opaque key the
+	// edge derives; "" with a session. What a sessionless caller
+	// activates in the catalog belongs to it.
+	Caller string
 	// Tool is the name the client called (any toolPrefix included). A
 	// builtin receives its own name for the tool.
 	Tool string

@@ -3,9 +3,12 @@ package catalog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -76,7 +79,7 @@ registry:
 		t.Errorf("mcp-find after the server ran: %s, %v; want its tools with schemas", raw, err)
 	}
 	// The idle expiry removes it; the next call starts afresh.
-	catalog.ExpireIdle(o, "p")
+	catalog.ExpireIdle(o, "p", "")
 	o.WaitRetired()
 	if left := catalogContainers(t, eng); len(left) != 0 {
 		t.Errorf("containers left after the idle expiry: %v", left)
@@ -89,10 +92,69 @@ registry:
 	if _, err := o.Add(ctx, "q", "", "longfix", nil); err != nil {
 		t.Fatalf("mcp-add without a session: %v", err)
 	}
-	if err := o.Remove("q", "", "longfix"); err != nil {
+	if err := o.Remove(ctx, "q", "", "", "longfix"); err != nil {
 		t.Errorf("mcp-remove without a session: %v", err)
 	}
 	if st.ProvidesTool("no_such_tool") {
 		t.Error("a tool no server offers is provided")
+	}
+}
+
+// TestCatalogCallsDoNotWait: a sessionless caller's call of a server it
+// has running does not wait while the same caller starts another server
+// (one that never answers initialize, as a stalled start or a long pull),
+// a second activation of the stalled server waits only as long as its
+// caller's context, and one caller's activations are not another's.
+func TestCatalogCallsDoNotWait(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
+registry:
+  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
+  stallfix: {image: %q, longLived: true, disableNetwork: true, env: [{name: MCPFIXTURE_HTTP, value: ":8080"}], tools: [{name: stall}]}
+`, image, image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, Version: "test", ConnectTimeout: 3 * time.Minute})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	st := o.SessionTools("p")
+	call := func(ctx context.Context, tool, args string) error {
+		_, err := st.CallCatalogTool(ctx, switchboard.CallRequest{Project: "p", Caller: "c", Tool: tool, Arguments: json.RawMessage(args)})
+		return err
+	}
+	ctx := context.Background()
+	if err := call(ctx, "write_file", `{"path":"/tmp/k","text":"kept"}`); err != nil {
+		t.Fatal(err)
+	}
+	if st.SessionCatalog("c") == nil || st.SessionCatalog("d") != nil {
+		t.Error("the caller's activation is not its own: want tools for caller c and none for caller d")
+	}
+
+	stallCtx, stop := context.WithCancel(ctx)
+	stalled := make(chan error, 1)
+	go func() { stalled <- call(stallCtx, "stall", `{}`) }()
+	eventually(t, time.Minute, "the stalled server's container", func() bool {
+		return slices.ContainsFunc(catalogContainers(t, eng), func(c string) bool { return strings.Contains(c, "/stallfix/") })
+	})
+	// The stalled start holds its own server's activation only.
+	fast, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := call(fast, "read_file", `{"path":"/tmp/k"}`); err != nil {
+		t.Errorf("a call of a running server waited for another server's start: %v", err)
+	}
+	short, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	if err := call(short, "stall", `{}`); !errors.Is(err, switchboard.ErrCanceled) {
+		t.Errorf("a second activation of the stalled server = %v; want ErrCanceled when its context ends", err)
+	}
+	select {
+	case err := <-stalled:
+		t.Fatalf("the stalled start ended early: %v", err)
+	default:
+	}
+	stop()
+	if err := <-stalled; err == nil {
+		t.Error("the stalled start succeeded")
 	}
 }

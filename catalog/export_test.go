@@ -1,13 +1,13 @@
 package catalog
 
-// ExpireIdle does what the idle timer of project's sessionless callers
+// ExpireIdle does what the idle timer of project's sessionless caller
 // does when it fires.
-func ExpireIdle(o *OnDemand, project string) {
+func ExpireIdle(o *OnDemand, project, caller string) {
 	o.mu.Lock()
-	so := o.stateless[project]
+	so := o.stateless[sessionKey{project, caller}]
 	o.mu.Unlock()
 	if so != nil {
-		o.expire(project, so.key)
+		o.expire(project, caller, so.key)
 	}
 }
 

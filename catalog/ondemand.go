@@ -99,7 +99,7 @@ type OnDemand struct {
 	// shows them).
 	toolIndex    map[string]*CatalogEntry
 	learned      map[string][]switchboard.Tool
-	stateless    map[string]*statelessOwner // by project
+	stateless    map[sessionKey]*statelessOwner // by project and caller
 	statelessGen int
 	count        int // containers reserved: starting, warm, serving, long-lived
 	// runtimes: entry name -> the runtime its last container was created
@@ -127,7 +127,9 @@ type poolKey struct{ project, server string }
 
 // sessionState is what one client session added.
 type sessionState struct {
-	op      sync.Mutex // serializes this session's mcp-add and mcp-remove
+	// ops serialize the mcp-add and mcp-remove of one server (lockEntry);
+	// under OnDemand.mu.
+	ops     map[string]chan struct{}
 	acts    []*activation
 	catalog atomic.Pointer[switchboard.Catalog]
 	ended   bool // under OnDemand.mu
@@ -184,7 +186,7 @@ func NewOnDemand(opts OnDemandOptions) *OnDemand {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &OnDemand{opts: opts, eng: opts.Engine, cat: opts.Catalog, log: opts.Logger,
 		sessions: map[sessionKey]*sessionState{}, ended: map[sessionKey]bool{}, pools: map[poolKey]*pool{},
-		toolIndex: map[string]*CatalogEntry{}, learned: map[string][]switchboard.Tool{}, stateless: map[string]*statelessOwner{},
+		toolIndex: map[string]*CatalogEntry{}, learned: map[string][]switchboard.Tool{}, stateless: map[sessionKey]*statelessOwner{},
 		ctx: ctx, cancel: cancel, removing: make(chan struct{}, 1)}
 	o.bgDone = sync.NewCond(&o.bgMu)
 	for _, e := range o.cat.Entries { // in name order: the first server listing a tool gets it
@@ -247,6 +249,10 @@ func (o *OnDemand) Close(ctx context.Context) error {
 		delete(o.sessions, k)
 	}
 	o.owning.Store(0)
+	for k, so := range o.stateless {
+		so.timer.Stop()
+		delete(o.stateless, k)
+	}
 	for k, p := range o.pools {
 		insts = append(insts, p.drainLocked()...)
 		delete(o.pools, k)

@@ -165,7 +165,7 @@ func TestOnDemandLongLivedBoundToSession(t *testing.T) {
 	if st.SessionCatalog("s1") != nil {
 		t.Fatal("an ended session keeps its tools")
 	}
-	if err := o.Remove("p", "s2", "longfix"); err != nil {
+	if err := o.Remove(ctx, "p", "s2", "", "longfix"); err != nil {
 		t.Fatal(err)
 	}
 	o.WaitRetired()
@@ -232,7 +232,7 @@ func TestOnDemandRefusals(t *testing.T) {
 	if _, err := o.Add(ctx, "p", "s1", "nope", nil); !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(err.Error(), "mcp-find") {
 		t.Fatalf("Add of an unknown server: %v, want ErrInvalid pointing at mcp-find", err)
 	}
-	if err := o.Remove("p", "s1", "longfix"); !errors.Is(err, switchboard.ErrInvalid) {
+	if err := o.Remove(ctx, "p", "s1", "", "longfix"); !errors.Is(err, switchboard.ErrInvalid) {
 		t.Fatalf("Remove of a server never added: %v, want ErrInvalid", err)
 	}
 	// A session that ended starts nothing, even if its mcp-add raced the

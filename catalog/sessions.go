@@ -17,7 +17,8 @@ type SessionTools struct {
 	project string
 }
 
-// SessionCatalog returns session's own tools, nil when it added none.
+// SessionCatalog returns the own tools of session, a client session or a
+// sessionless caller (CallRequest.Caller), nil when it added none.
 func (t *SessionTools) SessionCatalog(session string) *switchboard.Catalog {
 	o := t.o
 	if o.owning.Load() == 0 {
@@ -25,6 +26,9 @@ func (t *SessionTools) SessionCatalog(session string) *switchboard.Catalog {
 	}
 	o.mu.Lock()
 	st := o.sessions[sessionKey{t.project, session}]
+	if st == nil {
+		st = o.stateLocked(t.project, "", session)
+	}
 	o.mu.Unlock()
 	if st == nil {
 		return nil
@@ -32,12 +36,15 @@ func (t *SessionTools) SessionCatalog(session string) *switchboard.Catalog {
 	return st.catalog.Load()
 }
 
-// CallSessionTool calls a tool of a server req.Session added: through its
-// long-lived container, or in a fresh container removed after the call.
+// CallSessionTool calls a tool of a server the caller (req.Session, or
+// req.Caller without one) added: through its long-lived container, or in
+// a fresh container removed after the call.
 func (t *SessionTools) CallSessionTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	o := t.o
+	ow, done := o.owner(t.project, req.Session, req.Caller)
+	defer done()
 	o.mu.Lock()
-	st := o.sessions[sessionKey{t.project, req.Session}]
+	st := o.sessions[sessionKey{t.project, ow.key}]
 	var act *activation
 	var tool switchboard.Tool
 	if st != nil {
@@ -106,22 +113,24 @@ type AddResult struct {
 	Message  string   `json:"message"`
 }
 
-// Add activates catalog server name for a client session of project:
-// starts its container (long-lived) or its warm pool (per-call), lists
-// its tools and makes them the session's. taken reports names the
-// session already sees (the project's tools); it is called without locks.
-// Errors: ErrInvalid (no session, no such server), ErrResourceLimit,
-// ErrConfig (no engine, image missing, secret missing), ErrUnavailable
-// (the server did not start), ErrCanceled (the session ended).
+// Add activates catalog server name for a client session of project (""
+// for the sessionless caller ""): starts its container (long-lived) or its
+// warm pool (per-call), lists its tools and makes them the session's.
+// taken reports names the session already sees (the project's tools); it
+// is called without locks. Errors: ErrInvalid (no such server),
+// ErrResourceLimit, ErrConfig (no engine, image missing, secret missing),
+// ErrUnavailable (the server did not start), ErrCanceled (the session
+// ended, or ctx while another activation of name waited).
 func (o *OnDemand) Add(ctx context.Context, project, session, name string, taken func(string) bool) (AddResult, error) {
-	return o.add(ctx, project, session, name, taken, nil)
+	ow, done := o.owner(project, session, "")
+	defer done()
+	return o.add(ctx, project, ow, name, taken, nil)
 }
 
-// add is Add telling onPull (when set) how a pull of the image goes.
-func (o *OnDemand) add(ctx context.Context, project, session, name string, taken func(string) bool, onPull func(switchboard.PullProgress)) (AddResult, error) {
-	if session == "" {
-		session = o.owner(project, "")
-	}
+// add is Add for owner ow, telling onPull (when set) how a pull of the
+// image goes.
+func (o *OnDemand) add(ctx context.Context, project string, ow ownerRef, name string, taken func(string) bool, onPull func(switchboard.PullProgress)) (AddResult, error) {
+	session := ow.key
 	e := o.cat.Entry(name)
 	if e == nil {
 		return AddResult{}, switchboard.Errorf(switchboard.ErrInvalid, "no catalog server named %q; %s lists them", switchboard.Clip(name), ToolFind)
@@ -130,8 +139,11 @@ func (o *OnDemand) add(ctx context.Context, project, session, name string, taken
 	if err != nil {
 		return AddResult{}, err
 	}
-	st.op.Lock()
-	defer st.op.Unlock()
+	unlock, err := o.lockEntry(ctx, st, e.Name)
+	if err != nil {
+		return AddResult{}, err
+	}
+	defer unlock()
 	res := AddResult{Server: e.Name, LongLived: e.LongLived}
 	o.mu.Lock()
 	var dead *activation
@@ -247,8 +259,37 @@ func (o *OnDemand) add(ctx context.Context, project, session, name string, taken
 	} else {
 		res.Message += "; each call runs in a fresh container"
 	}
-	o.opts.Notify(project, session)
+	o.notify(project, ow.notify)
 	return res, nil
+}
+
+// notify tells whom (a session or a sessionless caller) that its tools
+// changed.
+func (o *OnDemand) notify(project, whom string) {
+	if whom != "" {
+		o.opts.Notify(project, whom)
+	}
+}
+
+// lockEntry serializes the mcp-add and mcp-remove of server name for one
+// owner; other servers' go on. The wait ends with ctx (ErrCanceled).
+func (o *OnDemand) lockEntry(ctx context.Context, st *sessionState, name string) (unlock func(), err error) {
+	o.mu.Lock()
+	if st.ops == nil {
+		st.ops = map[string]chan struct{}{}
+	}
+	op := st.ops[name]
+	if op == nil {
+		op = make(chan struct{}, 1)
+		st.ops[name] = op
+	}
+	o.mu.Unlock()
+	select {
+	case op <- struct{}{}:
+		return func() { <-op }, nil
+	case <-ctx.Done():
+		return nil, switchboard.Errorf(switchboard.ErrCanceled, "the call ended while it waited for another activation of catalog server %q", name)
+	}
 }
 
 // rebuildLocked renders st's catalog from its activations in the order
@@ -280,27 +321,26 @@ func (o *OnDemand) rebuildLocked(st *sessionState, act *activation, taken func(s
 	return shadowed
 }
 
-// Remove deactivates catalog server name for a client session: its
-// container (long-lived) is removed, and its tools leave the session.
-// Errors: ErrInvalid (no session, server not added).
-func (o *OnDemand) Remove(project, session, name string) error {
-	if session == "" {
-		o.mu.Lock()
-		so := o.stateless[project]
-		o.mu.Unlock()
-		if so == nil {
-			return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added for this project's sessionless clients", switchboard.Clip(name))
-		}
-		session = so.key
-	}
+// Remove deactivates catalog server name for a client session (or, with
+// session "", for the sessionless caller caller): its container
+// (long-lived) is removed, and its tools leave the session. Errors:
+// ErrInvalid (server not added), ErrCanceled (ctx ended while an
+// activation of name was under way).
+func (o *OnDemand) Remove(ctx context.Context, project, session, caller, name string) error {
 	o.mu.Lock()
-	st := o.sessions[sessionKey{project, session}]
+	st := o.stateLocked(project, session, caller)
 	o.mu.Unlock()
 	if st == nil {
+		if session == "" {
+			return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added for this caller (this token and client, without a session)", switchboard.Clip(name))
+		}
 		return switchboard.Errorf(switchboard.ErrInvalid, "%q is not added to this session", switchboard.Clip(name))
 	}
-	st.op.Lock()
-	defer st.op.Unlock()
+	unlock, err := o.lockEntry(ctx, st, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	o.mu.Lock()
 	var gone *activation
 	st.acts = slices.DeleteFunc(st.acts, func(a *activation) bool {
@@ -323,15 +363,20 @@ func (o *OnDemand) Remove(project, session, name string) error {
 	for _, in := range dead {
 		o.retire(in)
 	}
-	o.opts.Notify(project, session)
+	if session == "" {
+		o.notify(project, caller)
+	} else {
+		o.notify(project, session)
+	}
 	return nil
 }
 
-// Added lists the servers a session added, in order.
-func (o *OnDemand) Added(project, session string) []string {
+// Added lists the servers a session (or, with session "", the sessionless
+// caller caller) added, in order.
+func (o *OnDemand) Added(project, session, caller string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	st := o.sessions[sessionKey{project, session}]
+	st := o.stateLocked(project, session, caller)
 	if st == nil {
 		return nil
 	}

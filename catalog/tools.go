@@ -19,8 +19,8 @@ type CatalogTools struct {
 }
 
 var catalogToolDefs = []json.RawMessage{
-	json.RawMessage(`{"name":"mcp-find","title":"Find catalog MCP servers","description":"Search the gateway's catalog of MCP servers that can be added to this session with mcp-add. Matches the query against each server's name, title and description (case-insensitive); an empty query lists every server. Each result says whether the server runs one container for the whole session (long_lived) or a fresh container per tool call, and whether this session has added it.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"Words to look for; empty lists all servers."},"limit":{"type":"integer","minimum":1,"maximum":200,"description":"At most this many results (default 50)."}},"additionalProperties":false},"outputSchema":{"type":"object","properties":{"servers":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"image":{"type":"string"},"long_lived":{"type":"boolean"},"added":{"type":"boolean"}},"required":["name","long_lived","added"]}},"total":{"type":"integer"}},"required":["servers","total"]},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
-	json.RawMessage(`{"name":"mcp-add","title":"Add a catalog MCP server to this session","description":"Start a catalog MCP server (see mcp-find) for this client session and add its tools to this session's tools/list; the session is sent notifications/tools/list_changed. Arguments: {\"name\": \"fetch\"}. The server's containers are removed when the session ends or with mcp-remove. Needs a client session (a request without one is refused).","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The catalog server's name, as mcp-find lists it."}},"required":["name"],"additionalProperties":false},"outputSchema":{"type":"object","properties":{"server":{"type":"string"},"long_lived":{"type":"boolean"},"already_added":{"type":"boolean"},"tools":{"type":"array","items":{"type":"string"}},"shadowed":{"type":"array","items":{"type":"string"}},"message":{"type":"string"}},"required":["server","long_lived","already_added","tools","message"]},"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
+	json.RawMessage(`{"name":"mcp-find","title":"Find catalog MCP servers","description":"Search the gateway's catalog of MCP servers that can be added to this session with mcp-add. Matches the query against each server's name, title and description (case-insensitive); an empty query lists every server. Each result says whether the server runs one container for the whole session (long_lived) or a fresh container per tool call, whether this client has added it, and its tools, which can also be called by name without mcp-add.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"Words to look for; empty lists all servers."},"limit":{"type":"integer","minimum":1,"maximum":200,"description":"At most this many results (default 50)."}},"additionalProperties":false},"outputSchema":{"type":"object","properties":{"servers":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"image":{"type":"string"},"long_lived":{"type":"boolean"},"added":{"type":"boolean"}},"required":["name","long_lived","added"]}},"total":{"type":"integer"}},"required":["servers","total"]},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
+	json.RawMessage(`{"name":"mcp-add","title":"Add a catalog MCP server to this session","description":"Start a catalog MCP server (see mcp-find) for this client and add its tools to its tools/list; the client is sent notifications/tools/list_changed (a 2025 session on its stream, a 2026-07-28 client on its subscriptions/listen streams). Arguments: {\"name\": \"fetch\"}. Works with or without a session: without one, what is added belongs to the token and client identity (clientInfo) of the request and is removed after the catalog's idle time without a call; with one, when the session ends. mcp-remove removes it sooner.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The catalog server's name, as mcp-find lists it."}},"required":["name"],"additionalProperties":false},"outputSchema":{"type":"object","properties":{"server":{"type":"string"},"long_lived":{"type":"boolean"},"already_added":{"type":"boolean"},"tools":{"type":"array","items":{"type":"string"}},"shadowed":{"type":"array","items":{"type":"string"}},"message":{"type":"string"}},"required":["server","long_lived","already_added","tools","message"]},"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}`),
 	json.RawMessage(`{"name":"mcp-remove","title":"Remove a catalog MCP server from this session","description":"Remove a server added with mcp-add from this session: its tools leave this session's tools/list and its container is removed.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The server's name."}},"required":["name"],"additionalProperties":false},"outputSchema":{"type":"object","properties":{"server":{"type":"string"},"removed":{"type":"boolean"},"message":{"type":"string"}},"required":["server","removed","message"]},"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,"openWorldHint":false}}`),
 }
 
@@ -66,7 +66,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 			q = strings.ToLower(strings.TrimSpace(*a.Query))
 		}
 		added := map[string]bool{}
-		for _, n := range t.o.Added(t.project, req.Session) {
+		for _, n := range t.o.Added(t.project, req.Session, req.Caller) {
 			added[n] = true
 		}
 		found := []FoundServer{}
@@ -89,14 +89,16 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 		// The project's own tools win a name at the edge; asked before
 		// any lock, as it may connect the project's servers.
 		var taken func(string) bool
-		if pc := t.o.opts.ProjectCatalog; pc != nil && req.Session != "" {
+		if pc := t.o.opts.ProjectCatalog; pc != nil {
 			own := pc(ctx, t.project)
 			taken = func(name string) bool {
 				_, ok := own.Lookup(name)
 				return ok
 			}
 		}
-		res, err := t.o.add(ctx, t.project, req.Session, name, taken, pullNotifier(req))
+		ow, done := t.o.owner(t.project, req.Session, req.Caller)
+		defer done()
+		res, err := t.o.add(ctx, t.project, ow, name, taken, pullNotifier(req))
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +108,7 @@ func (t *CatalogTools) CallTool(ctx context.Context, req switchboard.CallRequest
 		if err != nil {
 			return nil, err
 		}
-		if err := t.o.Remove(t.project, req.Session, name); err != nil {
+		if err := t.o.Remove(ctx, t.project, req.Session, req.Caller, name); err != nil {
 			return nil, err
 		}
 		return switchboard.StructuredResult(map[string]any{"server": name, "removed": true, "message": "removed " + name + " from this session; its container is being removed"})

@@ -210,7 +210,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			from = n
 		}
 		c := s.gw.Tools(ctx)
-		own := s.sessionCatalog(session)
+		own := s.sessionCatalog(ctx, session)
 		if from == 0 && len(c.Tools) <= s.opts.ListPageSize {
 			if own != nil {
 				return renderWithSession(c, own), nil
@@ -257,7 +257,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 			defer s.inflight.Delete(key)
 		}
 		start := time.Now()
-		req := switchboard.CallRequest{Project: s.opts.Project, Session: session,
+		req := switchboard.CallRequest{Project: s.opts.Project, Session: session, Caller: callerOf(ctx, session),
 			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx)}
 		var res json.RawMessage
 		var err error
@@ -341,7 +341,7 @@ func (s *Server) observe(ctx context.Context, session, name string, args json.Ra
 	server := ""
 	if t, ok := s.gw.Catalog().Lookup(name); ok {
 		server = t.Server
-	} else if t, ok := s.sessionCatalog(session).Lookup(name); ok {
+	} else if t, ok := s.sessionCatalog(ctx, session).Lookup(name); ok {
 		server = t.Server
 	}
 	s.opts.Observer.ObserveCall(switchboard.ToolCallRecord{
@@ -378,11 +378,17 @@ func (s *Server) cancelled(session string, m *rpcMessage) {
 	}
 }
 
-// sessionCatalog returns session's own tools (Options.SessionTools), nil
-// when it has none or there is no session.
-func (s *Server) sessionCatalog(session string) *switchboard.Catalog {
-	if s.opts.SessionTools == nil || session == "" {
+// sessionCatalog returns the own tools (Options.SessionTools) of session,
+// or of the sessionless caller of ctx when there is no session; nil when
+// it has none.
+func (s *Server) sessionCatalog(ctx context.Context, session string) *switchboard.Catalog {
+	if s.opts.SessionTools == nil {
 		return nil
+	}
+	if session == "" {
+		if session = callerOf(ctx, ""); session == "" {
+			return nil
+		}
 	}
 	return s.opts.SessionTools.SessionCatalog(session)
 }
@@ -393,7 +399,7 @@ func (s *Server) sessionCatalog(session string) *switchboard.Catalog {
 // against the project's tools after connecting those never tried (as a
 // tools/list would): a project tool wins whether or not it was listed yet.
 func (s *Server) ownsTool(ctx context.Context, session, name string) bool {
-	own := s.sessionCatalog(session)
+	own := s.sessionCatalog(ctx, session)
 	if own == nil {
 		return false
 	}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -158,7 +161,9 @@ func (s *Server) statelessPost(w http.ResponseWriter, r *http.Request, m *rpcMes
 		s.finishStateless(w, &postWriter{w: w}, m.ID, json.RawMessage(`{"resultType":"complete"}`), nil)
 	case "tools/list":
 		res, rpc := s.dispatchResult(ctx, "", m, nil)
-		if rpc == nil {
+		if rpc == nil && s.sessionCatalog(ctx, "") != nil {
+			res = withListMembers(res) // rendered for this caller: not the shared cache's
+		} else if rpc == nil {
 			res = s.statelessTools(res)
 		}
 		s.finishStateless(w, &postWriter{w: w}, m.ID, res, rpc)
@@ -293,15 +298,17 @@ type listeners struct {
 }
 
 // listener is one stream: pending holds the kinds of change not sent
-// yet, ch wakes the stream.
+// yet, ch wakes the stream; owner is the caller that opened it
+// (CallRequest.Caller), for changes of its own tools.
 type listener struct {
 	want    uint32
+	owner   string
 	pending atomic.Uint32
 	ch      chan struct{}
 }
 
-func (l *listeners) add(want uint32) *listener {
-	ch := &listener{want: want, ch: make(chan struct{}, 1)}
+func (l *listeners) add(want uint32, owner string) *listener {
+	ch := &listener{want: want, owner: owner, ch: make(chan struct{}, 1)}
 	l.mu.Lock()
 	if l.chs == nil {
 		l.chs = map[*listener]struct{}{}
@@ -325,11 +332,14 @@ func (l *listeners) count() int {
 
 // notify wakes every stream; changes that come faster than a stream
 // writes them coalesce into one notification (it is a hint to re-list).
-func (l *listeners) notify(kind uint32) {
+func (l *listeners) notify(kind uint32) { l.notifyOwner("", kind) }
+
+// notifyOwner wakes the streams of owner ("": every stream).
+func (l *listeners) notifyOwner(owner string, kind uint32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.chs {
-		if ch.want&kind == 0 {
+		if ch.want&kind == 0 || (owner != "" && ch.owner != owner) {
 			continue
 		}
 		ch.pending.Or(kind)
@@ -384,7 +394,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, m *rpcMessage) {
 			agreedKeys = append(agreedKeys, `"resourcesListChanged":true`)
 		}
 	}
-	ch := s.listens.add(want)
+	ch := s.listens.add(want, callerOf(r.Context(), ""))
 	defer s.listens.remove(ch)
 	subMeta := `{"` + metaSubscriptionID + `":` + string(m.ID) + `}`
 	agreed := `{` + strings.Join(agreedKeys, ",") + `}`
@@ -460,3 +470,48 @@ func sessionMethodNotFound(method string) *switchboard.RPCError {
 	return &switchboard.RPCError{Code: switchboard.CodeMethodNotFound,
 		Message: "method " + switchboard.Clip(method) + " is not served; this gateway serves initialize, ping, tools/*, prompts/*, resources/*, completion/complete and logging/setLevel in a session"}
 }
+
+// A sessionless caller is who sent a request without a session: the
+// principal (Options.Principal, the token) and the client's identity (the
+// name and version of the clientInfo a 2026-07-28 request carries in
+// _meta), hashed into one opaque key (CallRequest.Caller). What it
+// activates in the catalog is its own, as a session's is, and its
+// subscriptions/listen streams hear of changes to it. Clients that send no
+// clientInfo (a plain POST, curl) share their token's key.
+const callerPrefix = "caller-"
+
+type callerCtxKey struct{}
+
+// withCaller returns r's context naming r's sessionless caller.
+func (s *Server) withCaller(r *http.Request, m *rpcMessage) context.Context {
+	principal := ""
+	if s.opts.Principal != nil {
+		principal = s.opts.Principal(r)
+	}
+	var p struct {
+		Meta struct {
+			Client struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"io.modelcontextprotocol/clientInfo"`
+		} `json:"_meta"`
+	}
+	if bytes.Contains(m.Params, []byte(`clientInfo"`)) {
+		_ = json.Unmarshal(m.Params, &p)
+	}
+	h := sha256.Sum256([]byte(principal + "\x00" + p.Meta.Client.Name + "\x00" + p.Meta.Client.Version))
+	return context.WithValue(r.Context(), callerCtxKey{}, callerPrefix+hex.EncodeToString(h[:12]))
+}
+
+// callerOf is the sessionless caller of ctx; "" when session is set or
+// the request named none.
+func callerOf(ctx context.Context, session string) string {
+	if session != "" {
+		return ""
+	}
+	c, _ := ctx.Value(callerCtxKey{}).(string)
+	return c
+}
+
+// isCaller reports whether key names a sessionless caller, not a session.
+func isCaller(key string) bool { return strings.HasPrefix(key, callerPrefix) }

@@ -106,12 +106,13 @@ type Options struct {
 	ListPageSize int
 }
 
-// SessionTools are tools only one client session sees. They are listed
-// after the project's tools and called when the project's catalog has no
-// tool of that name: a project tool wins a collision. A request without a
-// session never sees them.
+// SessionTools are tools only one client session, or one sessionless
+// caller (CallRequest.Caller: a token and client identity), sees. They are
+// listed after the project's tools and called when the project's catalog
+// has no tool of that name: a project tool wins a collision.
 type SessionTools interface {
-	// SessionCatalog returns session's own tools, nil when it has none.
+	// SessionCatalog returns the own tools of session (a session id or a
+	// sessionless caller's key), nil when it has none.
 	// It runs on every tools/list and tools/call of a session: it must be
 	// cheap and must not block.
 	SessionCatalog(session string) *switchboard.Catalog
@@ -478,11 +479,11 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isStatelessRequest(r, m) {
-		s.statelessPost(w, r, m)
+		s.statelessPost(w, r.WithContext(s.withCaller(r, m)), m)
 		return
 	}
 	if r.Header.Get("Mcp-Session-Id") == "" {
-		s.stateless(w, r, m)
+		s.stateless(w, r.WithContext(s.withCaller(r, m)), m)
 		return
 	}
 	sid, ok := s.checkSession(w, r, m.idOrNil())
@@ -717,10 +718,15 @@ func (s *Server) ToolsChanged() {
 
 // SessionToolsChanged tells one client session that its own tool list
 // changed (SessionTools). A streamable session gets it on its GET stream,
-// a legacy one on its SSE stream; a session without a stream misses it (it
-// is a hint to re-list: the tool that changed it also says so in its
-// result).
+// a legacy one on its SSE stream, a sessionless caller (session is its
+// CallRequest.Caller) on its subscriptions/listen streams; one without a
+// stream misses it (it is a hint to re-list: the tool that changed it
+// also says so in its result).
 func (s *Server) SessionToolsChanged(session string) {
+	if isCaller(session) {
+		s.listens.notifyOwner(session, listenTools)
+		return
+	}
 	if ls := s.legacy.get(session); ls != nil {
 		select {
 		case ls.out <- []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`):
