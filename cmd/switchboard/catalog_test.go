@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,10 +198,17 @@ func TestCatalogEndToEnd(t *testing.T) {
 		t.Fatalf("mcp-add nope: %v, want -32602", err)
 	}
 	// Without a session (a plain POST), mcp-add activates for the
-	// project's sessionless clients (kept until the idle expiry).
+	// caller (its token, kept until the idle expiry); its tools are then
+	// in its tools/list and called through it.
 	raw := newRaw(t, g.url+"/mcp")
 	if rep := raw.call("tools/call", map[string]any{"name": "mcp-add", "arguments": map[string]any{"name": "longfix"}}); rep.code() != 0 || !strings.Contains(string(rep.Body), "longfix") {
 		t.Fatalf("session-less mcp-add: %s, want it added", rep.Body)
+	}
+	if rep := raw.call("tools/list", nil); !strings.Contains(string(rep.Body), `"write_file"`) {
+		t.Fatalf("session-less tools/list after mcp-add lacks write_file: %s", rep.Body)
+	}
+	if rep := raw.call("tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "/etc/hostname"}}); rep.code() != 0 || strings.Contains(string(rep.Body), `"isError":true`) {
+		t.Fatalf("session-less call after mcp-add: %s", rep.Body)
 	}
 	if rep := raw.call("tools/call", map[string]any{"name": "mcp-remove", "arguments": map[string]any{"name": "longfix"}}); rep.code() != 0 {
 		t.Fatalf("session-less mcp-remove: %s", rep.Body)
@@ -287,7 +295,12 @@ func TestCatalogLegacySession(t *testing.T) {
 // mcp-add, works from a plain POST, from the go-sdk client at its default
 // revision (2026-07-28, stateless) and pinned to 2025-11-25: per-call
 // servers in a container per call, a long-lived one kept for the
-// sessionless callers (a file written by one call is read by the next).
+// sessionless caller (a file written by one call is read by the next) in
+// one container. mcp-add then a call works in both revisions, and
+// list_changed reaches both: a 2025 session on its stream, a 2026-07-28
+// client on its subscriptions/listen stream (again when its idle time
+// removes what it added). With MCP_SERVER_CATALOG_IDLE_TIMEOUT=3s every
+// container is gone once the callers are idle.
 func TestCatalogForEveryClient(t *testing.T) {
 	eng := enginetest.New(t)
 	image := enginetest.GoImage(t, eng, mcpFixturePkg)
@@ -299,21 +312,45 @@ func TestCatalogForEveryClient(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cat), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_CATALOG": file, "MCP_SERVER_CATALOG_WARM_POOL": "1"})
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_CATALOG": file,
+		"MCP_SERVER_CATALOG_WARM_POOL": "1", "MCP_SERVER_CATALOG_IDLE_TIMEOUT": "3s"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	count := func(server string) int {
+		n := 0
+		for _, servers := range catalogContainersOf(t, eng) {
+			for _, s := range servers {
+				if s == server {
+					n++
+				}
+			}
+		}
+		return n
+	}
 
 	raw := newRaw(t, g.url+"/mcp")
 	if rep := raw.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}}); rep.code() != 0 || !strings.Contains(string(rep.Body), "plain") {
 		t.Fatalf("plain POST of a catalog tool by name: %s", rep.Body)
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	stateless, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
+	connect := func(name, pv string, changed chan<- struct{}) *mcp.ClientSession {
+		t.Helper()
+		var opts *mcp.ClientOptions
+		if changed != nil {
+			opts = &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }}
+		}
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: pv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		if want, got := cmp.Or(pv, "2026-07-28"), cs.InitializeResult().ProtocolVersion; got != want {
+			t.Fatalf("%s negotiated %s, want %s", name, got, want)
+		}
+		return cs
 	}
-	defer stateless.Close()
-	pinned := sdkConnect(t, g.url+"/mcp", nil)
+	stateless := connect("e2e", "", nil)
+	pinned := connect("e2e", "2025-11-25", nil)
 	for name, cs := range map[string]*mcp.ClientSession{"default revision": stateless, "2025-11-25": pinned} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": name}})
 		if err != nil || res.IsError || !strings.Contains(text(t, res), name) {
@@ -325,10 +362,58 @@ func TestCatalogForEveryClient(t *testing.T) {
 	if !strings.Contains(p1, "HOSTNAME=") || p1 == p2 {
 		t.Errorf("two per-call calls answered %q and %q; want two containers", p1, p2)
 	}
-	mustCall(ctx, t, stateless, "write_file", map[string]any{"path": "/tmp/k", "text": "kept"})
-	if got := text(t, mustCall(ctx, t, stateless, "read_file", map[string]any{"path": "/tmp/k"})); got != "kept" {
+	// Another client (its own caller: callfix, which the first activated,
+	// offers write_file too, and would serve it in a container per call).
+	long := connect("e2e-long", "", nil)
+	mustCall(ctx, t, long, "write_file", map[string]any{"path": "/tmp/k", "text": "kept"})
+	if got := text(t, mustCall(ctx, t, long, "read_file", map[string]any{"path": "/tmp/k"})); got != "kept" {
 		t.Errorf("the long-lived catalog server did not keep a sessionless caller's file: %q", got)
 	}
+	if n := count("longfix"); n != 1 {
+		t.Errorf("%d containers of the long-lived server for one caller, want 1", n)
+	}
+
+	// mcp-add, then a call, in both revisions.
+	var listening chan struct{}
+	sessions := []*mcp.ClientSession{pinned}
+	for _, pv := range []string{"", "2025-11-25"} {
+		changed := make(chan struct{}, 8)
+		cs := connect("adder", pv, changed)
+		var added catalog.AddResult
+		structuredOf(t, mustCall(ctx, t, cs, "mcp-add", map[string]any{"name": "longfix"}), &added)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("revision %q: no notifications/tools/list_changed after mcp-add", pv)
+		}
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil || !slices.ContainsFunc(lt.Tools, func(tool *mcp.Tool) bool { return tool.Name == "write_file" }) {
+			t.Fatalf("revision %q: tools/list after mcp-add lacks write_file: %v", pv, err)
+		}
+		mustCall(ctx, t, cs, "write_file", map[string]any{"path": "/tmp/a", "text": "added " + pv})
+		if got := text(t, mustCall(ctx, t, cs, "read_file", map[string]any{"path": "/tmp/a"})); got != "added "+pv {
+			t.Errorf("revision %q: read_file after mcp-add = %q", pv, got)
+		}
+		if pv == "" {
+			listening = changed
+		} else {
+			sessions = append(sessions, cs)
+		}
+	}
+	// The idle time removes what the sessionless callers activated (the
+	// long-lived containers, the per-call pools), and tells the listener.
+	select {
+	case <-listening:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed on the listen stream when the idle time removed the added server")
+	}
+	for _, cs := range sessions { // the 2025 sessions' go when they end
+		_ = cs.Close()
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		owners := catalogContainersOf(t, eng)
+		return len(owners) == 0, fmt.Sprintf("containers left after the callers went idle: %v", owners)
+	})
 }
 
 func mustCall(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
