@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,5 +106,55 @@ func TestSessionToolsPrecedenceAndVisibility(t *testing.T) {
 		if own.calls.Load() != before {
 			t.Fatalf("session %q reached s1's tool", other)
 		}
+	}
+}
+
+// callerTools gives one sessionless caller (key) the tool "mine".
+type callerTools struct{ key atomic.Pointer[string] }
+
+func (c *callerTools) SessionCatalog(session string) *switchboard.Catalog {
+	if k := c.key.Load(); k == nil || *k != session {
+		return nil
+	}
+	return switchboard.NewCatalog(1, []switchboard.Tool{{Name: "mine", Server: "cat", UpstreamName: "mine", Raw: json.RawMessage(`{"name":"mine"}`)}})
+}
+
+func (c *callerTools) CallSessionTool(context.Context, switchboard.CallRequest) (json.RawMessage, error) {
+	return json.RawMessage(`{"content":[]}`), nil
+}
+
+// TestSessionlessCaller: a request without a session is named by its
+// token and clientInfo (one key per pair); that caller's own tools are in
+// its tools/list only, and SessionToolsChanged of its key wakes only its
+// listen streams.
+func TestSessionlessCaller(t *testing.T) {
+	own := &callerTools{}
+	s := New(&lazyGateway{cat: switchboard.NewCatalog(1, nil)}, Options{SessionTools: own,
+		Principal: func(r *http.Request) string { return r.Header.Get("Authorization") }})
+	defer s.Shutdown(context.Background())
+	key := func(token, client string) string {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Authorization", token)
+		m := &rpcMessage{Params: json.RawMessage(`{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}}`)}
+		return callerOf(s.withCaller(r, m), "")
+	}
+	a := key("t1", "a")
+	if a != key("t1", "a") || a == key("t1", "b") || a == key("t2", "a") || !isCaller(a) {
+		t.Fatalf("caller keys: the same token and client must give one key, another token or client another")
+	}
+	own.key.Store(&a)
+	list := func(caller string) string {
+		ctx := context.WithValue(context.Background(), callerCtxKey{}, caller)
+		return string(s.dispatch(ctx, "", &rpcMessage{ID: json.RawMessage(`1`), Method: "tools/list"}, nil))
+	}
+	if !strings.Contains(list(a), `"mine"`) || strings.Contains(list(key("t1", "b")), `"mine"`) {
+		t.Fatal("a caller's own tools must be in its tools/list and in no other caller's")
+	}
+	la, lb := s.listens.add(listenTools, a), s.listens.add(listenTools, key("t1", "b"))
+	defer s.listens.remove(la)
+	defer s.listens.remove(lb)
+	s.SessionToolsChanged(a)
+	if la.pending.Load() != listenTools || lb.pending.Load() != 0 {
+		t.Fatalf("pending after a change of caller a's tools: a %b, b %b; want a's stream only", la.pending.Load(), lb.pending.Load())
 	}
 }
