@@ -18,7 +18,7 @@ import (
 // TestCallCatalogToolByName: a catalog tool called by name, without
 // mcp-add, runs: a per-call server in a container for that call (none
 // left after), a long-lived one started once for the caller (a session,
-// or the project's sessionless clients) and kept until the session ends
+// or a sessionless caller) and kept until the session ends
 // or the idle expiry; mcp-add works without a session; mcp-find shows
 // each server's tools.
 func TestCallCatalogToolByName(t *testing.T) {

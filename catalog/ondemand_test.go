@@ -224,7 +224,7 @@ func TestOnDemandPerCallContainers(t *testing.T) {
 func TestOnDemandRefusals(t *testing.T) {
 	o, _, _ := onDemandEnv(t, 0)
 	ctx := context.Background()
-	// Without a session, Add acts for the project's sessionless clients
+	// Without a session, Add acts for the sessionless caller ""
 	// (issue 23); an unknown server is refused all the same.
 	if _, err := o.Add(ctx, "p", "", "nope", nil); !errors.Is(err, switchboard.ErrInvalid) {
 		t.Fatalf("Add of an unknown server without a session: %v, want ErrInvalid", err)
