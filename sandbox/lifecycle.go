@@ -419,3 +419,51 @@ func (s *Service) DeleteProject(ctx context.Context, project string) error {
 	s.log.Info("sandbox: project's sessions and workspaces removed", "project", project, "sessions", len(live), "warm", len(warm), "workspaces", len(rows), "volumes_without_row", len(orphans), "failures", len(errs))
 	return errors.Join(errs...)
 }
+
+// Outlived reports whether project's session id runs here on a workspace
+// whose row is gone from the store: its project was deleted, through this
+// replica or another, maybe re-created under the same id since (rows go
+// with their project, and a new project's rows are new). Such a session
+// must not serve the new project.
+func (s *Service) Outlived(ctx context.Context, project, id string) bool {
+	x, err := s.lookup(project, id)
+	if err != nil || s.opts.Store == nil {
+		return false
+	}
+	_, err = s.opts.Store.GetWorkspace(ctx, x.workspaceID)
+	return errors.Is(err, switchboard.ErrNotFound)
+}
+
+// ProjectGone ends what this process still runs for project once the
+// project was deleted (another replica took the DELETE, or a project
+// re-created under the same id is not the one these sessions served):
+// its warm containers, and every session that Outlived it, with its
+// volume, which no row names any more. Sessions of a project re-created
+// under the same id keep running. Errors: joined, the engine's and the
+// store's.
+func (s *Service) ProjectGone(ctx context.Context, project string) error {
+	s.Drain(project)
+	var errs []error
+	ended := 0
+	for _, info := range s.Sessions(project) {
+		if !s.Outlived(ctx, project, info.SessionID) {
+			continue
+		}
+		x, err := s.lookup(project, info.SessionID)
+		if err != nil {
+			continue // stopped meanwhile
+		}
+		if err := s.stop(ctx, x, "project deleted"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ended++
+		if err := s.removeWorkspace(ctx, x.workspaceID, x.volume); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ended > 0 || len(errs) > 0 {
+		s.log.Info("sandbox: sessions of a deleted project ended", "project", project, "sessions", ended, "failures", len(errs))
+	}
+	return errors.Join(errs...)
+}

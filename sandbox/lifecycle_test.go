@@ -87,6 +87,39 @@ func TestDeleteProject(t *testing.T) {
 	}
 }
 
+// TestProjectGone: p is deleted elsewhere (another replica took the
+// DELETE: the rows are gone while this process's session runs) and
+// created again under the same id. The old session outlived its project,
+// the new project's does not; ProjectGone ends the old one with its
+// volume and keeps the new one, and the old id is then unknown to p.
+func TestProjectGone(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	ctx := context.Background()
+	old := f.exec("p", "execute_command", map[string]any{"command": "echo secret > secret.txt"})
+	if err := st.DeleteProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateProject(ctx, switchboard.Project{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := f.exec("p", "execute_command", map[string]any{"command": "echo new > new.txt"})
+	if !f.svc.Outlived(ctx, "p", old.SessionID) || f.svc.Outlived(ctx, "p", fresh.SessionID) {
+		t.Fatalf("outlived: old %v, fresh %v; want true, false", f.svc.Outlived(ctx, "p", old.SessionID), f.svc.Outlived(ctx, "p", fresh.SessionID))
+	}
+	if err := f.svc.ProjectGone(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	_, rerr := f.call("p", "execute_command", map[string]any{"command": "cat secret.txt", "session_id": old.SessionID})
+	wantCode(t, rerr, -32602, "session not found")
+	if r := f.exec("p", "execute_command", map[string]any{"command": "cat new.txt", "session_id": fresh.SessionID}); r.Stdout != "new\n" {
+		t.Fatalf("the new project's session after ProjectGone: %+v", r)
+	}
+	if c, v, r := f.projectLeft(st, "p"); c != 1 || v != 1 || r != 1 {
+		t.Fatalf("left of p: %d containers, %d volumes, %d rows; want the new session's one each", c, v, r)
+	}
+}
+
 // must runs a workspace tool as agent in project p, failing t when it
 // fails.
 func (f *fixture) must(agent, tool string, args map[string]any) map[string]any {

@@ -262,7 +262,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
 		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox,
-		Teardown: &teardown{st: st, eng: eng, hr: hr, cat: cat, sbox: sbox}}
+		Teardown: &teardown{st: st, eng: eng, hr: hr, cat: cat, sbox: sbox, settle: max(3*cfg.SyncInterval, 30*time.Second)}}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}

@@ -292,6 +292,11 @@ func (h *sandboxHomes) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a sandbox call expected", http.StatusBadRequest)
 		return
 	}
+	var args struct {
+		SessionID string `json:"session_id"`
+	}
+	_ = json.Unmarshal(c.Arguments, &args)
+	h.endOutlived(ctx, c.Project, args.SessionID)
 	res, err := h.svc.Tools(c.Project).CallTool(ctx, switchboard.CallRequest{Project: c.Project, Session: c.Session, Tool: c.Tool, Arguments: c.Arguments})
 	ans := hopAnswer{Result: res}
 	if err != nil {
@@ -299,6 +304,20 @@ func (h *sandboxHomes) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// endOutlived ends this replica's sessions of project that outlived it
+// (sandbox.Service.ProjectGone) when session id is one of them: deleted
+// through another replica and maybe re-created under the same id before
+// this one's sync saw it, the project must not reach them. A call naming
+// it then answers as for any unknown session.
+func (h *sandboxHomes) endOutlived(ctx context.Context, project, id string) {
+	if id == "" || !h.svc.Outlived(ctx, project, id) {
+		return
+	}
+	if err := h.svc.ProjectGone(ctx, project); err != nil {
+		h.log.Warn("sandbox: ending the sessions of a deleted project", "project", project, "err", switchboard.Message(err))
+	}
 }
 
 // replicaTools is a project's sandbox tools on a replica that shares
@@ -317,6 +336,7 @@ func (t replicaTools) CallTool(ctx context.Context, req switchboard.CallRequest)
 		WorkspaceID string `json:"workspace_id"`
 	}
 	_ = json.Unmarshal(req.Arguments, &args)
+	t.homes.endOutlived(ctx, t.project, args.SessionID)
 	sid := args.SessionID
 	if sid == "" && args.WorkspaceID != "" {
 		// A workspace another replica's session runs on is that replica's

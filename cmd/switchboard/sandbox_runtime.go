@@ -32,7 +32,12 @@ type sandboxRuntime struct {
 
 	mu  sync.Mutex
 	off map[string]bool // projects switched through the API: true = off
-	hub interface {
+	// created is each project's creation time as the last sync read it:
+	// a project gone from the store, or there with another creation time
+	// (deleted and created again under its id), was deleted, maybe through
+	// another replica, and what this one runs for it ends.
+	created map[string]time.Time
+	hub     interface {
 		SetBuiltin(project, name string, b upstreams.Builtin)
 	}
 
@@ -71,7 +76,7 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 		WarmPool: cfg.Sandbox.WarmPool, WarmPoolMax: cfg.Sandbox.WarmPoolMax, Alive: alive,
 		Logger: log.With("component", "sandbox"),
 	})
-	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}}
+	r := &sandboxRuntime{svc: svc, st: st, defaultsOn: cfg.Sandbox.Enabled, log: log, off: map[string]bool{}, created: map[string]time.Time{}}
 	// The projects' switches before the hub builds their runtimes; a
 	// store that cannot be read now is retried by the sync.
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -119,19 +124,32 @@ func (r *sandboxRuntime) syncLoop(ctx context.Context, interval time.Duration) {
 }
 
 // sync makes the switches what the store holds and applies the changed
-// ones to the hub's projects.
+// ones to the hub's projects, then ends what this replica runs for
+// projects deleted since the last sync.
 func (r *sandboxRuntime) sync(ctx context.Context) error {
+	gone, err := r.syncSwitches(ctx)
+	for _, id := range gone {
+		if err := r.svc.ProjectGone(ctx, id); err != nil {
+			r.log.Warn("sandbox: ending the sessions of a deleted project", "project", id, "err", switchboard.Message(err))
+		}
+	}
+	return err
+}
+
+func (r *sandboxRuntime) syncSwitches(ctx context.Context) (gone []string, err error) {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
 	list, err := r.st.ListProjects(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	next := map[string]bool{}
+	created := map[string]time.Time{}
 	for _, p := range list {
 		if p.Sandbox != nil {
 			next[p.ID] = !*p.Sandbox
 		}
+		created[p.ID] = p.CreatedAt
 	}
 	r.mu.Lock()
 	var changed []string
@@ -140,14 +158,19 @@ func (r *sandboxRuntime) sync(ctx context.Context) error {
 			changed = append(changed, p.ID)
 		}
 	}
-	r.off = next
+	for id, t := range r.created {
+		if now, ok := created[id]; !ok || !now.Equal(t) {
+			gone = append(gone, id)
+		}
+	}
+	r.off, r.created = next, created
 	r.mu.Unlock()
 	for _, id := range changed {
 		on := r.enabled(id)
 		r.log.Info("sandbox tools switched by the store", "project", id, "enabled", on)
 		r.apply(id, on)
 	}
-	return nil
+	return gone, nil
 }
 
 // relist sets the sandbox tools of every project serving them again, so

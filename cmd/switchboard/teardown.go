@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
@@ -20,6 +21,9 @@ type teardown struct {
 	hr   *hostedRuntime
 	cat  *catalogRuntime
 	sbox *sandboxRuntime
+	// settle bounds the wait for other replicas sharing the engine to end
+	// the project's containers (they see it gone at their next sync).
+	settle time.Duration
 }
 
 // ProjectUsage implements api.Teardown.
@@ -62,7 +66,8 @@ func (t *teardown) ProjectUsage(ctx context.Context, project string) ([]string, 
 
 // DeleteProject implements api.Teardown.
 func (t *teardown) DeleteProject(ctx context.Context, project string) error {
-	errs := []error{t.sbox.svc.DeleteProject(ctx, project)}
+	sboxErr := t.sbox.svc.DeleteProject(ctx, project)
+	var errs []error
 	select {
 	case <-t.hr.svc.ProjectGone(project):
 	case <-ctx.Done():
@@ -72,13 +77,45 @@ func (t *teardown) DeleteProject(ctx context.Context, project string) error {
 		errs = append(errs, t.cat.od.ProjectGone(ctx, project))
 	}
 	if t.eng != nil {
+		// Sessions other replicas run on this engine hold volumes of the
+		// project until they see it gone; then what is left goes.
+		if err := t.othersGone(ctx, project); err != nil {
+			errs = append(errs, err)
+		} else if sboxErr != nil {
+			sboxErr = t.sbox.svc.DeleteProject(ctx, project)
+		}
 		errs = append(errs, t.eng.RemoveProject(ctx, project))
 	}
-	err := errors.Join(errs...)
+	err := errors.Join(append(errs, sboxErr)...)
 	if t.eng == nil || t.eng.Ping(ctx) != nil {
 		// No engine, nothing of the project on it to remove: a gateway
 		// without Docker deletes projects as it always did.
 		return nil
 	}
 	return err
+}
+
+// othersGone waits, bounded by settle, until the engine holds no
+// container of project: those of this process are gone by now, and other
+// replicas sharing the engine end theirs when their sync sees the project
+// gone. Errors: ErrConflict saying how many are left.
+func (t *teardown) othersGone(ctx context.Context, project string) error {
+	ctx, cancel := context.WithTimeout(ctx, t.settle)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, _, err := t.eng.ProjectObjects(ctx, project)
+		switch {
+		case errors.Is(err, switchboard.ErrUnavailable):
+			return err
+		case err == nil && n == 0:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return switchboard.Errorf(switchboard.ErrConflict, "%d containers of project %q were still on the engine after %s: a replica that runs them has not seen the deletion (is it cut off from the store?); they go when it does", n, project, t.settle)
+		case <-tick.C:
+		}
+	}
 }
