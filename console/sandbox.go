@@ -83,13 +83,13 @@ func (c *Console) sandboxDo(w http.ResponseWriter, r *http.Request, p, action st
 	case "sandbox-enable", "sandbox-disable":
 		_, err = api.SetSandbox(ctx, p, action == "sandbox-enable")
 	case "workspace-detach":
-		_, err = api.DetachWorkspace(ctx, p, id)
+		_, err = api.DetachWorkspace(ctx, p, id, false)
 	case "workspace-snapshot":
-		_, err = api.SnapshotWorkspace(ctx, p, id)
+		_, err = api.SnapshotWorkspace(ctx, p, id, false)
 	case "snapshot-restore":
 		_, err = api.RestoreSnapshot(ctx, p, id)
 	case "workspace-delete":
-		err = api.DeleteWorkspace(ctx, p, id)
+		err = api.DeleteWorkspace(ctx, p, id, false)
 	default:
 		c.renderError(w, r, nil, http.StatusNotFound, "No such action.")
 		return reply{}, true

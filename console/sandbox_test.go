@@ -22,7 +22,7 @@ type fakeSandbox struct {
 	ops  []string
 }
 
-func (f *fakeSandbox) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
+func (f *fakeSandbox) Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops = append(f.ops, op+" "+id)

@@ -24,6 +24,11 @@ import (
 // admin API is agent "", which may act on anything.)
 const sessionless = "\x00sessionless"
 
+// Sessionless is the agent of an operation that may act only on what no
+// agent session holds: the admin API's detach, snapshot and delete unless
+// the admin forces them (agent "").
+const Sessionless = sessionless
+
 // visible is agent as recorded in rows and results: "" for sessionless.
 func visible(agent string) string {
 	if agent == sessionless {
@@ -45,7 +50,11 @@ func checkHolder(x *session, agent, op string) error {
 	if holder == "" || holder == agent {
 		return nil
 	}
-	return switchboard.Errorf(switchboard.ErrConflict, "%s: workspace %s (sandbox session %s) is attached to agent session %s; only that agent session may use, stop, snapshot, detach or delete it until it detaches (detach_workspace) or its MCP session ends", op, x.workspaceID, x.id, holder)
+	override := ""
+	if agent == sessionless {
+		override = " (the admin token may override the hold: the admin API's force=true, the CLI's --force)"
+	}
+	return switchboard.Errorf(switchboard.ErrConflict, "%s: workspace %s (sandbox session %s) is attached to agent session %s; only that agent session may use, stop, snapshot, detach or delete it until it detaches (detach_workspace) or its MCP session ends%s", op, x.workspaceID, x.id, holder, override)
 }
 
 func errProjectDeleting(project string) error {

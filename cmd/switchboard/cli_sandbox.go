@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -16,10 +17,10 @@ func init() {
 	cliCommands = append(cliCommands,
 		cliCommand{"workspaces ls", "", "List the project's sandbox workspaces and snapshots.", (*cli).workspacesLs},
 		cliCommand{"workspaces show", "ID", "Show a workspace or snapshot: status, holder, session, when an anonymous one expires, and its attach history.", (*cli).workspacesShow},
-		cliCommand{"workspaces rm", "ID", "Delete a workspace or snapshot for good: its session stops (also one an agent session holds) and its files are removed.", (*cli).workspacesRm},
+		cliCommand{"workspaces rm", "ID [--force]", "Delete a workspace or snapshot for good: its session stops and its files are removed; one an agent session holds only with --force (admin).", (*cli).workspacesRm},
 		cliCommand{"workspaces attach", "ID --agent NAME", "Attach a workspace to agent session NAME, exclusively, and print the sandbox session on it.", (*cli).workspacesAttach},
-		cliCommand{"workspaces detach", "ID", "Detach a workspace: its session stops, its files stay.", workspaceOp("detach")},
-		cliCommand{"workspaces snapshot", "ID", "Snapshot a workspace and print the snapshot's id.", workspaceOp("snapshot")},
+		cliCommand{"workspaces detach", "ID [--force]", "Detach a workspace: its session stops, its files stay; one another agent session holds only with --force (admin).", workspaceOp("detach")},
+		cliCommand{"workspaces snapshot", "ID [--force]", "Snapshot a workspace and print the snapshot's id; one another agent session holds only with --force (admin).", workspaceOp("snapshot")},
 		cliCommand{"workspaces restore", "SNAPSHOT", "Restore a snapshot into a new workspace and print its id.", workspaceOp("restore")},
 		cliCommand{"sandbox enable", "", "Serve the sandbox tools on the project's endpoint (stored; every replica follows).", sandboxSwitch(true)},
 		cliCommand{"sandbox disable", "", "Stop serving the sandbox tools on the project's endpoint (stored; every replica follows).", sandboxSwitch(false)},
@@ -93,13 +94,20 @@ func orText(s, d string) string {
 	return s
 }
 
+// forceFlag is --force of the workspace operations a hold refuses.
+func forceFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("force", false, "also when another agent session holds it (the admin token)")
+}
+
 func (c *cli) workspacesRm(cmd cliCommand, args []string) error {
-	pos, err := c.parse(c.flags(cmd.name), cmd, args, 1, 1)
+	fs := c.flags(cmd.name)
+	force := forceFlag(fs)
+	pos, err := c.parse(fs, cmd, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	if _, done, err := do(c, answerless(func(ctx context.Context, api *apiclient.Client) error {
-		return api.DeleteWorkspace(ctx, c.project, pos[0])
+		return api.DeleteWorkspace(ctx, c.project, pos[0], *force)
 	})); done {
 		return err
 	}
@@ -129,16 +137,21 @@ func (c *cli) workspacesAttach(cmd cliCommand, args []string) error {
 
 func workspaceOp(op string) func(c *cli, cmd cliCommand, args []string) error {
 	return func(c *cli, cmd cliCommand, args []string) error {
-		pos, err := c.parse(c.flags(cmd.name), cmd, args, 1, 1)
+		fs := c.flags(cmd.name)
+		force := new(bool)
+		if op != "restore" {
+			force = forceFlag(fs)
+		}
+		pos, err := c.parse(fs, cmd, args, 1, 1)
 		if err != nil {
 			return err
 		}
 		w, done, err := do(c, func(ctx context.Context, api *apiclient.Client) (switchboard.WorkspaceInfo, error) {
 			switch op {
 			case "detach":
-				return api.DetachWorkspace(ctx, c.project, pos[0])
+				return api.DetachWorkspace(ctx, c.project, pos[0], *force)
 			case "snapshot":
-				return api.SnapshotWorkspace(ctx, c.project, pos[0])
+				return api.SnapshotWorkspace(ctx, c.project, pos[0], *force)
 			}
 			return api.RestoreSnapshot(ctx, c.project, pos[0])
 		})

@@ -535,8 +535,8 @@ Manage a running gateway over its admin API (flags go after the command):
   switchboard call TOOL [JSON-ARGS]   call a tool through the project's MCP endpoint
   switchboard secrets ls | set NAME [VALUE] (VALUE from stdin when omitted) | rm NAME
   switchboard tokens ls | create NAME | revoke ID
-  switchboard workspaces ls | show ID | attach ID --agent NAME | detach ID | snapshot ID
-                       | restore SNAPSHOT | rm ID
+  switchboard workspaces ls | show ID | attach ID --agent NAME | detach [--force] ID
+                       | snapshot [--force] ID | restore SNAPSHOT | rm [--force] ID
   switchboard sandbox enable | disable   (the project's sandbox tools)
   switchboard history [--server S] [--tool T] [--outcome O] [--since T] [--limit N]
   switchboard reload                  re-read the servers file (admin), as SIGHUP does

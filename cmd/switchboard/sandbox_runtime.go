@@ -220,9 +220,14 @@ func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
 // SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
 func (r *sandboxRuntime) SandboxEnabled(project string) bool { return r.enabled(project) }
 
-// Workspace runs one workspace operation for the admin API (api.Sandbox),
-// as the admin: agent "" may act on workspaces other agents hold.
-func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string) (any, error) {
+// Workspace runs one workspace operation for the admin API (api.Sandbox):
+// detach, snapshot and delete act on a workspace another agent session
+// holds only when forced (as the admin, agent "").
+func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error) {
+	actor := sandbox.Sessionless
+	if force {
+		actor = ""
+	}
 	switch op {
 	case "list":
 		list, err := r.svc.Workspaces(ctx, project)
@@ -232,11 +237,11 @@ func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent s
 	case "attach":
 		return r.svc.Attach(ctx, project, agent, id, "", "")
 	case "detach":
-		return r.svc.Detach(ctx, project, "", id)
+		return r.svc.Detach(ctx, project, actor, id)
 	case "delete":
-		return r.svc.Delete(ctx, project, "", id)
+		return r.svc.Delete(ctx, project, actor, id)
 	case "snapshot":
-		return r.svc.Snapshot(ctx, project, "", id)
+		return r.svc.Snapshot(ctx, project, actor, id)
 	case "restore":
 		return r.svc.Restore(ctx, project, id)
 	}

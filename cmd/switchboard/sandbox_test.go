@@ -411,11 +411,19 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	if code, m := api("POST", "/workspaces/"+ws+"/attach", `{"agent_session_id":"rest-agent"}`); code != 409 || !strings.Contains(mustJSON(m), b2.ID()) {
 		t.Fatalf("REST attach while held: %d %v", code, m)
 	}
-	code, snap := api("POST", "/workspaces/"+ws+"/snapshot", "")
+	// A hold is exclusive on REST too, until the admin forces it (dev
+	// mode: anyone is the admin).
+	for _, op := range []string{"POST /snapshot", "POST /detach", "DELETE "} {
+		method, sub, _ := strings.Cut(op, " ")
+		if code, m := api(method, "/workspaces/"+ws+sub, ""); code != 409 || !strings.Contains(mustJSON(m), b2.ID()) || !strings.Contains(mustJSON(m), "force=true") {
+			t.Fatalf("REST %s while held, without force: %d %v", op, code, m)
+		}
+	}
+	code, snap := api("POST", "/workspaces/"+ws+"/snapshot?force=true", "")
 	if code != 201 || snap["status"] != "snapshot" {
 		t.Fatalf("REST snapshot: %d %v", code, snap)
 	}
-	if code, m := api("POST", "/workspaces/"+ws+"/detach", ""); code != 200 || m["status"] != "ready" {
+	if code, m := api("POST", "/workspaces/"+ws+"/detach?force=true", ""); code != 200 || m["status"] != "ready" {
 		t.Fatalf("REST detach: %d %v", code, m)
 	}
 	code, restored := api("POST", "/snapshots/"+snap["workspace_id"].(string)+"/restore", "")
@@ -488,10 +496,15 @@ func TestSandboxWorkspacesAcrossRestart(t *testing.T) {
 	if out := cli("workspaces", "ls"); !strings.Contains(out, ws) || !strings.Contains(out, "snapshot") {
 		t.Fatalf("workspaces ls:\n%s", out)
 	}
-	if out := cli("workspaces", "snapshot", restored["workspace_id"].(string)); !strings.HasPrefix(out, "snapshot ") {
+	// rest-agent holds it: refused without --force.
+	var errb strings.Builder
+	if err := run(ctx, []string{"workspaces", "snapshot", restored["workspace_id"].(string), "--url", g2.url}, func(string) string { return "" }, io.Discard, &errb); err == nil || !strings.Contains(err.Error()+errb.String(), "rest-agent") {
+		t.Fatalf("workspaces snapshot of a held workspace without --force: %v %s", err, errb.String())
+	}
+	if out := cli("workspaces", "snapshot", restored["workspace_id"].(string), "--force"); !strings.HasPrefix(out, "snapshot ") {
 		t.Fatalf("workspaces snapshot: %s", out)
 	}
-	if out := cli("workspaces", "detach", restored["workspace_id"].(string)); !strings.HasPrefix(out, "detached") {
+	if out := cli("workspaces", "detach", restored["workspace_id"].(string), "--force"); !strings.HasPrefix(out, "detached") {
 		t.Fatalf("workspaces detach: %s", out)
 	}
 	if out := cli("workspaces", "show", ws); !strings.Contains(out, "attach history") || !strings.Contains(out, b2.ID()) {
@@ -689,4 +702,57 @@ func TestSandboxNoEngine(t *testing.T) {
 	admin := newAPI(t, g.url, "")
 	admin.createProject("gone")
 	admin.must(http.StatusNoContent, "DELETE", "/api/v1/projects/gone", nil, nil)
+}
+
+// TestWorkspaceHoldOverREST: a workspace an agent session holds is
+// refused (409 naming the holder) to the admin API's detach, snapshot and
+// delete called with a project token, and with the admin token unless it
+// gives force=true; force with a project token is 403. Forced by the
+// admin, they act; a workspace nobody holds needs no force.
+func TestWorkspaceHoldOverREST(t *testing.T) {
+	g := sandboxGateway(t, t.TempDir(), map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	tok := admin.createToken("default", "agent")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// A 2025 MCP session: the agent session that holds the workspace.
+	b := &bearer{}
+	b.set(tok.Token)
+	holder, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{Transport: b}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	res, err := holder.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "echo mine > m.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command: %v %+v", err, res)
+	}
+	ws, _ := structured(t, res)["workspace_id"].(string)
+	res, err = holder.CallTool(ctx, &mcp.CallToolParams{Name: "attach_workspace", Arguments: map[string]any{"workspace_id": ws}})
+	if err != nil || res.IsError {
+		t.Fatalf("attach_workspace: %v %+v", err, res)
+	}
+	held, _ := structured(t, res)["session_id"].(string)
+	project := admin.as(tok.Token)
+	path := "/api/v1/projects/default/workspaces/" + ws
+	ops := [][2]string{{"POST", path + "/snapshot"}, {"POST", path + "/detach"}, {"DELETE", path}}
+	for _, op := range ops {
+		for name, c := range map[string]*apiClient{"project token": project, "admin token": admin} {
+			if msg := c.fails(409, "conflict", op[0], op[1], nil); !strings.Contains(msg, holder.ID()) {
+				t.Errorf("%s %s with the %s: %q does not name the holder %s", op[0], op[1], name, msg, holder.ID())
+			}
+		}
+		project.fails(403, "forbidden", op[0], op[1]+"?force=true", nil)
+	}
+	// Still the holder's, files and all.
+	res, err = holder.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "cat m.txt", "session_id": held}})
+	if err != nil || res.IsError || structured(t, res)["stdout"] != "mine\n" {
+		t.Fatalf("the holder after the refusals: %v %+v", err, res)
+	}
+	admin.fails(400, "invalid", "POST", path+"/snapshot?force=maybe", nil)
+	admin.must(201, "POST", path+"/snapshot?force=true", nil, nil)
+	admin.must(200, "POST", path+"/detach?force=true", nil, nil)
+	// Nobody holds it now: the project token deletes it without force.
+	project.must(204, "DELETE", path, nil, nil)
 }

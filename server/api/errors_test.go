@@ -13,7 +13,7 @@ import (
 // fullSandbox refuses every workspace operation with err.
 type fullSandbox struct{ err error }
 
-func (s fullSandbox) Workspace(context.Context, string, string, string, string) (any, error) {
+func (s fullSandbox) Workspace(context.Context, string, string, string, string, bool) (any, error) {
 	return nil, s.err
 }
 func (fullSandbox) SandboxEnabled(string) bool                            { return true }

@@ -14,12 +14,12 @@ import (
 // Results are rendered as JSON as they are.
 type Sandbox interface {
 	// Workspace runs op ("list", "get", "attach", "detach", "snapshot",
-	// "restore", "delete") on workspace (or snapshot) id of project, as
-	// the admin: it may detach, snapshot and delete what another agent
-	// session holds. agent is the agent session an attach records.
+	// "restore", "delete") on workspace (or snapshot) id of project. A
+	// workspace another agent session holds is refused unless force (the
+	// admin asked for it). agent is the agent session an attach records.
 	// Errors: ErrNotFound, ErrConflict (held by another agent session,
 	// named; a volume in use elsewhere), ErrInvalid, ErrConfig.
-	Workspace(ctx context.Context, op, project, id, agent string) (any, error)
+	Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error)
 	// SandboxEnabled and SetSandboxEnabled read and switch whether
 	// project's endpoint serves the sandbox tools; the switch is stored.
 	// Errors: the store's.
@@ -106,7 +106,21 @@ func (a *API) workspaceOp(op string) func(w http.ResponseWriter, r *http.Request
 			}
 			agent = in.AgentSessionID
 		}
-		res, err := a.opts.Sandbox.Workspace(r.Context(), op, p, id, agent)
+		// A hold is exclusive here too: only the admin, asking for it,
+		// acts on a workspace another agent session holds.
+		force, err := boolParam(r, "force")
+		if err != nil {
+			return err
+		}
+		if force {
+			if op != "detach" && op != "snapshot" && op != "delete" {
+				return switchboard.Errorf(switchboard.ErrInvalid, "force applies to detach, snapshot and delete only")
+			}
+			if err := a.opts.Access.AllowAdmin(r, "acting on a workspace another agent session holds (force=true)"); err != nil {
+				return err
+			}
+		}
+		res, err := a.opts.Sandbox.Workspace(r.Context(), op, p, id, agent, force)
 		if err != nil {
 			return err
 		}

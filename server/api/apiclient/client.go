@@ -207,11 +207,7 @@ func (c *Client) CreateProject(ctx context.Context, in NewProject) (Project, err
 // DeleteProject deletes a project; force also when it runs sandbox
 // sessions or hosted servers or keeps workspaces.
 func (c *Client) DeleteProject(ctx context.Context, id string, force bool) error {
-	q := url.Values{}
-	if force {
-		q.Set("force", "true")
-	}
-	return c.Do(ctx, http.MethodDelete, with(projectPath(id), q), nil, nil)
+	return c.Do(ctx, http.MethodDelete, with(projectPath(id), forceQuery(force)), nil, nil)
 }
 
 // ---- servers, tools, status
@@ -393,9 +389,19 @@ func (c *Client) Workspace(ctx context.Context, project, id string) (switchboard
 	return out, c.Do(ctx, http.MethodGet, projectPath(project, "workspaces", id), nil, &out)
 }
 
-// DeleteWorkspace deletes a workspace or snapshot for good.
-func (c *Client) DeleteWorkspace(ctx context.Context, project, id string) error {
-	return c.Do(ctx, http.MethodDelete, projectPath(project, "workspaces", id), nil, nil)
+// DeleteWorkspace deletes a workspace or snapshot for good; force (admin)
+// also when another agent session holds it.
+func (c *Client) DeleteWorkspace(ctx context.Context, project, id string, force bool) error {
+	return c.Do(ctx, http.MethodDelete, with(projectPath(project, "workspaces", id), forceQuery(force)), nil, nil)
+}
+
+// forceQuery is ?force=true when force.
+func forceQuery(force bool) url.Values {
+	q := url.Values{}
+	if force {
+		q.Set("force", "true")
+	}
+	return q
 }
 
 // AttachWorkspace attaches a workspace to an agent session, exclusively,
@@ -405,16 +411,18 @@ func (c *Client) AttachWorkspace(ctx context.Context, project, id, agent string)
 	return out, c.Do(ctx, http.MethodPost, projectPath(project, "workspaces", id, "attach"), WorkspaceAttach{AgentSessionID: agent}, &out)
 }
 
-// DetachWorkspace detaches a workspace: its session stops, its files stay.
-func (c *Client) DetachWorkspace(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error) {
+// DetachWorkspace detaches a workspace: its session stops, its files
+// stay; force (admin) also when another agent session holds it.
+func (c *Client) DetachWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error) {
 	var out switchboard.WorkspaceInfo
-	return out, c.Do(ctx, http.MethodPost, projectPath(project, "workspaces", id, "detach"), nil, &out)
+	return out, c.Do(ctx, http.MethodPost, with(projectPath(project, "workspaces", id, "detach"), forceQuery(force)), nil, &out)
 }
 
-// SnapshotWorkspace snapshots a workspace and answers the snapshot.
-func (c *Client) SnapshotWorkspace(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error) {
+// SnapshotWorkspace snapshots a workspace and answers the snapshot; force
+// (admin) also when another agent session holds it.
+func (c *Client) SnapshotWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error) {
 	var out switchboard.WorkspaceInfo
-	return out, c.Do(ctx, http.MethodPost, projectPath(project, "workspaces", id, "snapshot"), nil, &out)
+	return out, c.Do(ctx, http.MethodPost, with(projectPath(project, "workspaces", id, "snapshot"), forceQuery(force)), nil, &out)
 }
 
 // RestoreSnapshot restores a snapshot into a new workspace.
