@@ -78,7 +78,11 @@ func (t *teardown) DeleteProject(ctx context.Context, project string) error {
 	}
 	if t.eng != nil {
 		// Sessions other replicas run on this engine hold volumes of the
-		// project until they see it gone; then what is left goes.
+		// project until they see it gone; then what is left goes. This
+		// process's own leftovers go first: they are not waited for.
+		if _, err := t.eng.RemoveOwned(ctx, map[string]string{engine.LabelProject: project}); err != nil {
+			errs = append(errs, err)
+		}
 		if err := t.othersGone(ctx, project); err != nil {
 			errs = append(errs, err)
 		} else if sboxErr != nil {
