@@ -31,6 +31,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -100,7 +101,8 @@ type Engine struct {
 	info   Info
 	infoAt time.Time // zero: not read yet
 
-	rt runtimes
+	rt        runtimes
+	probesRun atomic.Int64 // probes this engine ran (tests check reuse)
 }
 
 // New returns an Engine for opts. It does no I/O: an engine that is down

@@ -230,6 +230,7 @@ func (e *Engine) probeRuntime(ctx context.Context, info Info, name string) (prob
 
 		// The probe is not cut short by one caller leaving: others wait
 		// for it, and a half-run probe would be run again.
+		e.probesRun.Add(1)
 		res = e.runProbe(context.WithoutCancel(ctx), name)
 		res.at = time.Now()
 		e.logProbe(name, res)

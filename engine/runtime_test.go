@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,9 +40,13 @@ func TestRuntimeFallback(t *testing.T) {
 		t.Fatalf("runtime report %+v: want %s failed", rep, enginetest.Broken)
 	}
 	// The probe ran once: a second choice reuses its result.
+	probes := engine.ProbesRun(e)
 	again, err := e.ChooseRuntime(ctx, "", engine.RuntimeNeeds{Network: true})
 	if err != nil || again.Warning != got.Warning {
 		t.Fatalf("second choice: %+v, %v; want the same warning as the first", again, err)
+	}
+	if n := engine.ProbesRun(e) - probes; n != 0 {
+		t.Fatalf("second choice ran %d probes; want the first one's result reused", n)
 	}
 	id, err := e.Create(ctx, engine.Spec{Image: img, Cmd: []string{"true"}, Runtime: got.Runtime})
 	if err != nil {
@@ -83,6 +89,56 @@ func TestRuntimeProbePasses(t *testing.T) {
 				t.Fatalf("auto preferring %s: %+v; want it chosen (report %+v)", name, got, e.Runtimes())
 			}
 		})
+	}
+}
+
+// TestRuntimeListChangeReprobes: a runtime's probe stands while the
+// engine's runtime list stays the same; a runtime added to the list, or
+// one re-registered with other arguments, runs it again (a runtime
+// registered after the gateway started is used without a restart); and
+// the list is read from the engine again once its answer is older than
+// the engine's TTL. The changed lists are set on the engine, not
+// registered with dockerd: a registered runtime stays listed until
+// dockerd restarts, for every other test on the machine.
+func TestRuntimeListChangeReprobes(t *testing.T) {
+	base := enginetest.New(t)
+	img := sandboxtest.Image(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, err := base.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := info.DefaultRuntime
+	e := enginetest.NewWith(t, func(o *engine.Options) { o.Runtime, o.Prefer, o.ProbeImage = engine.RuntimeAuto, def, img })
+	choose := func(step string, want int64) {
+		t.Helper()
+		before := engine.ProbesRun(e)
+		got, err := e.ChooseRuntime(ctx, "", engine.RuntimeNeeds{})
+		if err != nil || got.Runtime != def || got.Warning != "" {
+			t.Fatalf("%s: %+v, %v; want %s chosen", step, got, err, def)
+		}
+		if n := engine.ProbesRun(e) - before; want >= 0 && n != want {
+			t.Fatalf("%s: %d probes ran, want %d", step, n, want)
+		}
+	}
+	choose("first choice", -1) // another test of this process may have probed it
+	choose("same list", 0)
+
+	added := "switchboard-test-" + rand.Text()[:8]
+	listed := engine.WithRuntime(info, added, "/usr/bin/"+added)
+	engine.SetInfo(e, listed, time.Now())
+	choose("a runtime added", 1)
+	choose("the list with it again", 0)
+	if r := e.Runtimes(); r.Probes[def] != "passed" || !slices.Contains(r.Listed, added) {
+		t.Errorf("report after the list changed: %+v; want %s listed and %s passed", r, added, def)
+	}
+	engine.SetInfo(e, engine.WithRuntime(listed, added, "/usr/bin/"+added+" --other"), time.Now())
+	choose("a runtime re-registered with other arguments", 1)
+
+	engine.SetInfo(e, listed, time.Now().Add(-engine.InfoTTL))
+	if got, err := e.Info(ctx); err != nil || got.HasRuntime(added) {
+		t.Fatalf("info older than its TTL: %v, %v; want the engine's list read again (without %s)", got.Runtimes, err, added)
 	}
 }
 
