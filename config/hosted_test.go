@@ -95,3 +95,35 @@ func TestCatalogWarmPoolVariables(t *testing.T) {
 		})
 	}
 }
+
+// MCP_SERVER_CONTAINER_RUNTIME is "auto" (the default) or a runtime's
+// name as the engine lists it; anything else is refused at start, naming
+// the variable, rather than at the first container.
+func TestContainerRuntimeVariable(t *testing.T) {
+	for _, tc := range []struct {
+		value, want string // want "": refused
+	}{
+		{"", "auto"},
+		{"auto", "auto"},
+		{"runc", "runc"},
+		{"runsc", "runsc"},
+		{"io.containerd.runc.v2", "io.containerd.runc.v2"},
+		{"run sc", ""},
+		{"/usr/bin/runsc", ""},
+		{"-runsc", ""},
+		{"runsc;rm", ""},
+		{strings.Repeat("r", 65), ""},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cfg, err := Load(func(k string) string { return map[string]string{"MCP_SERVER_CONTAINER_RUNTIME": tc.value}[k] })
+			switch {
+			case tc.want == "" && (err == nil || !contains(err.Error(), "MCP_SERVER_CONTAINER_RUNTIME")):
+				t.Fatalf("Load: %v; want an error naming MCP_SERVER_CONTAINER_RUNTIME", err)
+			case tc.want != "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tc.want != "" && cfg.Hosted.ContainerRuntime != tc.want:
+				t.Fatalf("runtime = %q, want %q", cfg.Hosted.ContainerRuntime, tc.want)
+			}
+		})
+	}
+}
