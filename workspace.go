@@ -42,4 +42,7 @@ type SandboxSession struct {
 	AgentSessionID string    `json:"agent_session_id"`
 	WorkspaceID    string    `json:"workspace_id"`
 	Volume         string    `json:"volume"`
+	// Runtime is what the session's container runs under ("runc",
+	// "runsc").
+	Runtime string `json:"runtime,omitempty"`
 }

@@ -16,12 +16,13 @@ import (
 // instance is one started catalog container with an MCP connection to it
 // over its attach stream (the upstreams framing, as for hosted servers).
 type instance struct {
-	entry *CatalogEntry
-	id    string
-	st    *engine.Stream
-	mgr   *upstreams.Manager
-	long  bool
-	used  bool // served a call (per-call): removed one at a time
+	entry   *CatalogEntry
+	id      string
+	runtime string // what the container runs under ("runc", "runsc")
+	st      *engine.Stream
+	mgr     *upstreams.Manager
+	long    bool
+	used    bool // served a call (per-call): removed one at a time
 }
 
 // alive reports whether the container's stream is still attached.
@@ -149,15 +150,6 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	if rt.Warning != "" {
 		o.log.Warn("catalog: "+rt.Warning, "server", e.Name)
 	}
-	o.mu.Lock()
-	if o.runtimes == nil {
-		o.runtimes = map[string]string{}
-	}
-	o.runtimes[e.Name] = rt.Name
-	if rt.Warning != "" {
-		o.runtimes[e.Name] += " (" + rt.Warning + ")"
-	}
-	o.mu.Unlock()
 	l := map[string]string{engine.LabelKind: KindCatalog, engine.LabelRef: owner, engine.LabelProject: project, hosted.LabelServer: e.Name}
 	spec := engine.Spec{
 		Image: e.Image, Cmd: e.Command, Env: env, User: e.User, Labels: l, Stdin: true,
@@ -203,7 +195,29 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 		st.Close()
 		return fail(switchboard.Errorf(switchboard.ErrUnavailable, "catalog server %q did not start: %s", e.Name, msg))
 	}
-	return &instance{entry: e, id: id, st: st, mgr: mgr, long: long}, nil
+	o.countRuntime(e.Name, rt, 1)
+	return &instance{entry: e, id: id, runtime: rt.Name, st: st, mgr: mgr, long: long}, nil
+}
+
+// countRuntime counts one container of entry more (n 1) or fewer (-1)
+// under rt, and keeps rt as the entry's last choice when one starts.
+func (o *OnDemand) countRuntime(entry string, rt engine.RuntimeChoice, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runtimes == nil {
+		o.runtimes = map[string]*EntryRuntime{}
+	}
+	r := o.runtimes[entry]
+	if r == nil {
+		r = &EntryRuntime{Containers: map[string]int{}}
+		o.runtimes[entry] = r
+	}
+	if r.Containers[rt.Name] += n; r.Containers[rt.Name] <= 0 {
+		delete(r.Containers, rt.Name)
+	}
+	if n > 0 {
+		r.Last, r.Warning = rt.Name, rt.Warning
+	}
 }
 
 // pull makes e's image present as its pull policy says, with the
@@ -316,6 +330,7 @@ func (o *OnDemand) discard(in *instance, release bool) {
 			o.log.Warn("removing a catalog container", "server", in.entry.Name, "container", hosted.ShortID(in.id), "err", err)
 		}
 		cancel()
+		o.countRuntime(in.entry.Name, engine.RuntimeChoice{Name: in.runtime}, -1)
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = in.mgr.Close(cctx)
 		cancel()

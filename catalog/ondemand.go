@@ -102,9 +102,8 @@ type OnDemand struct {
 	stateless    map[sessionKey]*statelessOwner // by project and caller
 	statelessGen int
 	count        int // containers reserved: starting, warm, serving, long-lived
-	// runtimes: entry name -> the runtime its last container was created
-	// under, and why not gVisor when auto passed it over.
-	runtimes map[string]string
+	// runtimes: entry name -> what its containers run under.
+	runtimes map[string]*EntryRuntime
 	long     int // long-lived activations, for status
 	closed   bool
 	// owning counts sessions with tools of their own: SessionCatalog's
@@ -365,9 +364,20 @@ type OnDemandStatus struct {
 	// WarmTarget is how many warm containers the pools aim at together:
 	// WarmPool each, more for a pool that a burst grew.
 	WarmTarget int `json:"warm_target"`
-	// Runtimes maps an entry to the runtime of its last container ("runsc",
-	// or "runc (runtime runsc not used: ...)").
-	Runtimes map[string]string `json:"runtimes,omitempty"`
+	// Runtimes maps an entry that started a container to what its
+	// containers run under.
+	Runtimes map[string]EntryRuntime `json:"runtimes,omitempty"`
+}
+
+// EntryRuntime is what a catalog entry's containers run under.
+type EntryRuntime struct {
+	// Containers counts its containers on the engine (warm, serving a
+	// call, long-lived) by runtime ("runc", "runsc").
+	Containers map[string]int `json:"containers"`
+	// Last is the runtime its last container got, and Warning why the
+	// preferred runtime was passed over for it ("" when it was not).
+	Last    string `json:"last"`
+	Warning string `json:"warning,omitempty"`
 }
 
 // Status reports the catalog's size and the containers it runs.
@@ -375,7 +385,13 @@ func (o *OnDemand) Status() OnDemandStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := OnDemandStatus{Servers: len(o.cat.Entries), Skipped: o.cat.Warnings, Sessions: int(o.owning.Load()),
-		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long, Runtimes: maps.Clone(o.runtimes)}
+		Containers: o.count, Max: o.opts.MaxContainers, LongLived: o.long}
+	for name, r := range o.runtimes {
+		if s.Runtimes == nil {
+			s.Runtimes = map[string]EntryRuntime{}
+		}
+		s.Runtimes[name] = EntryRuntime{Containers: maps.Clone(r.Containers), Last: r.Last, Warning: r.Warning}
+	}
 	for _, p := range o.pools {
 		s.Warm += len(p.warm)
 		s.WarmTarget += p.target

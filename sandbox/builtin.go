@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -197,6 +199,10 @@ type Status struct {
 	Sessions       int                  `json:"sessions"`
 	// Warm counts the warm containers ready for new sessions.
 	Warm int `json:"warm"`
+	// SessionRuntimes counts the containers of open sessions and warm
+	// ones by what they run under: a runtime passed over (or added) after
+	// they started shows here beside Runtime.
+	SessionRuntimes map[string]int `json:"session_runtimes,omitempty"`
 }
 
 // Status asks the engine (bounded by ctx) whether it answers and has the
@@ -207,6 +213,10 @@ func (s *Service) Status(ctx context.Context) Status {
 	s.mu.Lock()
 	n := len(s.sessions)
 	cached, at := s.probe, s.probedAt
+	running := slices.Collect(maps.Values(s.sessions))
+	for _, l := range s.pool.ready {
+		running = append(running, l...)
+	}
 	s.mu.Unlock()
 	if time.Since(at) >= statusTTL {
 		cached = s.probeEngine(ctx)
@@ -216,6 +226,14 @@ func (s *Service) Status(ctx context.Context) Status {
 	}
 	cached.Sessions = n
 	cached.Warm = s.Pooled("")
+	for _, x := range running {
+		if rt := x.describe().Runtime; rt != "" {
+			if cached.SessionRuntimes == nil {
+				cached.SessionRuntimes = map[string]int{}
+			}
+			cached.SessionRuntimes[rt]++
+		}
+	}
 	return cached
 }
 

@@ -174,6 +174,7 @@ type session struct {
 	exec             sync.RWMutex // executions share it; snapshot and stop take it alone
 	mu               sync.Mutex   // guards the fields below
 	containerID      string       // replaced when the container vanished (revive)
+	runtime          string       // what containerID runs under ("runc", "runsc")
 	lastUsed         time.Time
 	agentSession     string
 	attachedBy       string      // the agent session holding it through attach_workspace; "" none
@@ -589,6 +590,9 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 		return "", nil, engineError(err)
 	}
 	t0 = s.timed("container create, attach, start", t0)
+	x.mu.Lock()
+	x.runtime = rt.Name
+	x.mu.Unlock()
 	sup := startSupervisor(run.Stream, s.opts.SupervisorWait)
 	s.timed("supervisor greeting (python starts)", t0)
 	if sup == nil {
@@ -704,7 +708,7 @@ func (x *session) describe() switchboard.SandboxSession {
 	}
 	return switchboard.SandboxSession{SessionID: x.id, Project: x.project, Template: x.template, Flavor: x.flavor, Status: status,
 		CreatedAt: x.createdAt.UTC(), LastUsedAt: x.lastUsed.UTC(), AgentSessionID: x.agent(),
-		WorkspaceID: x.workspaceID, Volume: x.volume}
+		WorkspaceID: x.workspaceID, Volume: x.volume, Runtime: x.runtime}
 }
 
 // Sessions lists project's sessions, oldest first ("" lists every

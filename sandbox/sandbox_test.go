@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -419,11 +420,36 @@ func TestOutputCapAndProgress(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	f := newFixture(t, func(o *sandbox.Options) { o.ImageNode = "switchboard-sandbox:does-not-exist" })
-	f.exec("p", "execute_command", map[string]any{"command": "true"})
+	f := newFixture(t, func(o *sandbox.Options) { o.ImageNode = "switchboard-sandbox:does-not-exist"; o.WarmPool = 1 })
+	r := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	f.waitWarm("p", 1)
 	st := f.svc.Status(context.Background())
-	if st.Engine != "reachable" || st.Sessions != 1 || !strings.HasPrefix(st.Images["python"], "present") ||
+	if st.Engine != "reachable" || st.Sessions != 1 || st.Warm != 1 || !strings.HasPrefix(st.Images["python"], "present") ||
 		!strings.Contains(st.Images["node"], "MCP_SERVER_SANDBOX_IMAGE_NODE") || st.Runtime != cmp.Or(enginetest.TestRuntime(), "runc") {
 		t.Fatalf("status: %+v", st)
+	}
+	// What each container runs under, as the engine says: the session's
+	// in get_sessions, the session's and the warm one's in the status.
+	cs, err := f.e.List(context.Background(), map[string]string{engine.LabelProject: "p", engine.LabelKind: sandbox.KindSession})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("containers: %+v, %v; want the session's and a warm one", cs, err)
+	}
+	for _, c := range cs {
+		if c.Runtime == "" || c.Runtime != cs[0].Runtime {
+			t.Fatalf("containers run under %q and %q", cs[0].Runtime, c.Runtime)
+		}
+	}
+	raw, rerr := f.call("p", "get_sessions", map[string]any{})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var gs struct {
+		Sessions []switchboard.SandboxSession `json:"sessions"`
+	}
+	if err := json.Unmarshal(raw, &gs); err != nil || len(gs.Sessions) != 1 || gs.Sessions[0].SessionID != r.SessionID || gs.Sessions[0].Runtime != cs[0].Runtime {
+		t.Fatalf("get_sessions: %s; want session %s under %s", raw, r.SessionID, cs[0].Runtime)
+	}
+	if want := map[string]int{cs[0].Runtime: 2}; !maps.Equal(want, st.SessionRuntimes) {
+		t.Errorf("status session_runtimes %v, want %v", st.SessionRuntimes, want)
 	}
 }
