@@ -92,7 +92,7 @@ func TestRuntimeProbePasses(t *testing.T) {
 	}
 }
 
-// TestRuntimeListChangeReprobes: a runtime's probe stands while the
+// TestProbeRerunOnRuntimeListChange: a runtime's probe stands while the
 // engine's runtime list stays the same; a runtime added to the list, or
 // one re-registered with other arguments, runs it again (a runtime
 // registered after the gateway started is used without a restart); and
@@ -100,7 +100,7 @@ func TestRuntimeProbePasses(t *testing.T) {
 // the engine's TTL. The changed lists are set on the engine, not
 // registered with dockerd: a registered runtime stays listed until
 // dockerd restarts, for every other test on the machine.
-func TestRuntimeListChangeReprobes(t *testing.T) {
+func TestProbeRerunOnRuntimeListChange(t *testing.T) {
 	base := enginetest.New(t)
 	img := sandboxtest.Image(t, base)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -345,12 +345,13 @@ func TestHTTPServerRefusedWithoutNetwork(t *testing.T) {
 	}
 	testenv.Need(t, "runtimes", info.HasRuntime(enginetest.NoNetwork), "the engine lists no runtime "+enginetest.NoNetwork+" (.ci/run registers it)")
 	eng := enginetest.NewWith(t, func(o *engine.Options) { o.ProbeImage = enginetest.ProbeImage })
-	if _, err := eng.ChooseRuntime(ctx, enginetest.NoNetwork, engine.RuntimeNeeds{}); err != nil {
-		t.Skipf("%s does not run containers even without a network here: %v", enginetest.NoNetwork, err)
-	}
-	if p := eng.Runtimes().Probes[enginetest.NoNetwork]; !strings.HasPrefix(p, "passed without network") {
-		t.Skipf("%s gives containers a network on this kernel (%s): nothing to refuse", enginetest.NoNetwork, p)
-	}
+	// Where CI registered it (SWITCHBOARD_TEST_REQUIRE names runtimes)
+	// it must run containers, without a network: otherwise this test
+	// would pass by skipping.
+	_, err = eng.ChooseRuntime(ctx, enginetest.NoNetwork, engine.RuntimeNeeds{})
+	testenv.Need(t, "runtimes", err == nil, fmt.Sprintf("%s does not run containers even without a network here: %v", enginetest.NoNetwork, err))
+	p := eng.Runtimes().Probes[enginetest.NoNetwork]
+	testenv.Need(t, "runtimes", strings.HasPrefix(p, "passed without network"), fmt.Sprintf("%s gives containers a network on this kernel (%s): nothing to refuse", enginetest.NoNetwork, p))
 	e := newEnv(t, eng, nil, fastTiming())
 	svc := e.start()
 	_, err = svc.Register(ctx, "default", switchboard.HostedRegistration{Name: "web", Image: e.image, StdioBridge: new(false), Port: 8000,
