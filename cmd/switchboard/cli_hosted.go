@@ -21,7 +21,7 @@ var hostedCommands = []cliCommand{
 	{"hosted ls", "", "List the project's hosted servers with status, image and restarts.", (*cli).hostedLs},
 	{"hosted add", "NAME --image IMAGE [--command CMD] [--arg A]... [--env K=V]... [--volume /PATH]... [--cpu N] [--memory SIZE]\n" +
 		"      [--disk SIZE] [--network none|bridge|NAME] [--restart always|on-failure|never] [--call-timeout D] [--tool-prefix P]\n" +
-		"      [--writable-root] [--pull if-not-present|always|never] [--wait] | --config JSON",
+		"      [--runtime auto|RUNTIME] [--writable-root] [--pull if-not-present|always|never] [--wait] | --config JSON",
 		"Run an MCP server image in a container (admin when an admin token is set). An image the gateway's Docker engine\n" +
 			"lacks is pulled from its registry (a progress bar on a terminal, or with --wait). Write ${NAME} (in single\n" +
 			"quotes) in --env values to take the project's secret NAME.", (*cli).hostedAdd},
@@ -80,6 +80,7 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	fs.StringVar(&reg.RestartPolicy, "restart", "", "restart policy: always, on-failure (default) or never")
 	fs.StringVar(&reg.CallTimeout, "call-timeout", "", "per-call timeout `D` such as 45s (default 30s)")
 	fs.StringVar(&reg.ToolPrefix, "tool-prefix", "", "`P` put before each of the server's tool names (such as notes_), against collisions")
+	fs.StringVar(&reg.Runtime, "runtime", "", "container runtime: auto or a `RUNTIME` the engine lists, such as runc or runsc (default MCP_SERVER_CONTAINER_RUNTIME)")
 	fs.BoolVar(&writable, "writable-root", false, "mount the image read-write (default read-only with a /tmp tmpfs)")
 	fs.StringVar(&reg.PullPolicy, "pull", "", "pull `POLICY`: if-not-present (default), always or never")
 	wait := fs.Bool("wait", false, "wait while the image is pulled, showing its progress (the default when stderr is a terminal)")

@@ -158,9 +158,14 @@ func TestHostedEndToEnd(t *testing.T) {
 	if out := cli.ok("hosted", "logs", "apifx", "--tail", "5"); strings.Contains(out, "tok-e2e") {
 		t.Errorf("hosted logs show the secret:\n%s", out)
 	}
-	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--cpu", "0.25", "--memory", "64m", "--tool-prefix", "cli_")
-	if out := cli.ok("hosted", "show", "clifx"); !strings.Contains(out, `"tool_prefix": "cli_"`) {
-		t.Errorf("hosted add --tool-prefix cli_ did not register the prefix:\n%s", out)
+	info, err := eng.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.ok("hosted", "add", "clifx", "--image", image, "--env", "A=b", "--volume", "/data", "--cpu", "0.25", "--memory", "64m", "--tool-prefix", "cli_", "--runtime", info.DefaultRuntime)
+	var shown switchboard.HostedStatus
+	if out := cli.ok("hosted", "show", "clifx"); json.Unmarshal([]byte(out), &shown) != nil || shown.Config.ToolPrefix != "cli_" || shown.Config.Runtime != info.DefaultRuntime {
+		t.Errorf("hosted add --tool-prefix cli_ --runtime %s did not register both:\n%s", info.DefaultRuntime, out)
 	}
 	if out := cli.ok("hosted", "restart", "clifx"); !strings.Contains(out, "clifx") {
 		t.Errorf("hosted restart: %s", out)
