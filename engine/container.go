@@ -253,13 +253,31 @@ func (e *Engine) Kill(ctx context.Context, id, signal string) error {
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	_, err := e.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		// "removal already in progress" is a conflict we can ignore.
+		// "removal already in progress": someone else (a sweep, another
+		// replica) removes it. Wait for that removal to end, so that once
+		// Remove returns the container and its name are gone and a
+		// container of the same name can be created.
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "in progress") {
-			return nil
+			return e.waitRemoved(ctx, id)
 		}
 		return e.wrap(err, "remove container")
 	}
 	return nil
+}
+
+// waitRemoved waits, bounded by ctx, until a container being removed is
+// gone.
+func (e *Engine) waitRemoved(ctx context.Context, id string) error {
+	wr := e.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	select {
+	case <-wr.Result:
+		return nil
+	case err := <-wr.Error:
+		if cerrdefs.IsNotFound(err) {
+			return nil // gone before the wait began
+		}
+		return e.wrap(err, "wait for a container's removal")
+	}
 }
 
 // Pause freezes every process of a container.
