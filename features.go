@@ -20,6 +20,11 @@ type FeatureRequest struct {
 	// upstream makes while serving it (sampling, elicitation, roots) go
 	// to it and to no one else.
 	Client ClientPeer
+	// OnLog, when set, receives the notifications/message (params raw)
+	// that server sends while serving this request, for the client that
+	// sent it; nil drops them: the client did not ask for log messages.
+	// It must not block.
+	OnLog func(server string, params json.RawMessage)
 	// Routed, when set, is told which server the request goes to (for
 	// the call log), before it is sent.
 	Routed func(server string)

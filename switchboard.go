@@ -83,6 +83,8 @@ type CallRequest struct {
 	OnProgress func(params json.RawMessage)
 	// Client, when set, is the calling client (see FeatureRequest.Client).
 	Client ClientPeer
+	// OnLog: see FeatureRequest.OnLog.
+	OnLog func(server string, params json.RawMessage)
 }
 
 // ProgressToken is the client's progressToken (from Meta) when it asked

@@ -55,6 +55,7 @@ func (s *Server) servesMethod(method string) bool {
 type clientState struct {
 	caps  clientCaps
 	level atomic.Int32 // logging/setLevel rank + 1; 0: never asked
+	onLog func(server string, params json.RawMessage)
 }
 
 // clientCaps are the capabilities a client declared in initialize that
@@ -94,7 +95,7 @@ func (s *Server) client(session string) *clientState {
 
 // sessionStarted records a client's initialize params.
 func (s *Server) sessionStarted(session string, params json.RawMessage) {
-	s.clients.Store(session, &clientState{caps: parseClientCaps(params)})
+	s.clients.Store(session, s.newClientState(session, parseClientCaps(params)))
 }
 
 // sessionEnded forgets a session's client state, its log level and its
@@ -171,7 +172,7 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 		}
 		c := s.client(session)
 		if c == nil {
-			c = &clientState{}
+			c = s.newClientState(session, clientCaps{})
 			s.clients.Store(session, c)
 		}
 		c.level.Store(int32(rankOf(p.Level) + 1))
@@ -182,7 +183,7 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 	}
 	server := ""
 	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer,
-		Routed: func(name string) { server = name }})
+		OnLog: s.logSink(session), Routed: func(name string) { server = name }})
 	s.observeFeature(session, server, m.Method, params, err, start)
 	if err != nil {
 		rpc := switchboard.ToRPCError(err)
@@ -305,33 +306,69 @@ func (s *Server) ResourceUpdated(server string, params json.RawMessage) {
 	}
 }
 
-// LogMessage delivers an upstream's notifications/message to every
-// session that asked for messages of its level (logging/setLevel), with
-// the server's name in front of its logger ("server" alone when it named
-// none), so a client can tell where it came from.
+// LogMessage delivers an upstream's notifications/message that belongs to
+// no client's request to every session that asked for messages of its
+// level (logging/setLevel). One that came while serving a request goes
+// to that request's client only (switchboard.FeatureRequest.OnLog, set
+// to logSink).
 func (s *Server) LogMessage(server string, params json.RawMessage) {
+	rank, tagged := taggedLog(server, params)
+	if tagged == nil {
+		return
+	}
+	s.clients.Range(func(k, v any) bool {
+		if v.(*clientState).wants(rank) {
+			s.notifySession(k.(string), "notifications/message", tagged)
+		}
+		return true
+	})
+}
+
+// logSink is what receives the log messages of session's requests: the
+// session's own, filtered by its level when they arrive; nil for none.
+func (s *Server) logSink(session string) func(server string, params json.RawMessage) {
+	if c := s.client(session); c != nil {
+		return c.onLog
+	}
+	return nil
+}
+
+// newClientState makes session's state, with its log sink.
+func (s *Server) newClientState(session string, caps clientCaps) *clientState {
+	c := &clientState{caps: caps}
+	c.onLog = func(server string, params json.RawMessage) {
+		if rank, tagged := taggedLog(server, params); tagged != nil && c.wants(rank) {
+			s.notifySession(session, "notifications/message", tagged)
+		}
+	}
+	return c
+}
+
+// wants reports whether the client asked for messages of level rank.
+func (c *clientState) wants(rank int) bool {
+	want := c.level.Load()
+	return want != 0 && int32(rank) >= want-1
+}
+
+// taggedLog returns a notifications/message's level and its params with
+// the server's name in front of its logger ("server" alone when it named
+// none), so a client can tell where it came from; nil when the params are
+// not an object.
+func taggedLog(server string, params json.RawMessage) (int, json.RawMessage) {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
-		return
+		return 0, nil
 	}
 	var level, logger string
 	_ = json.Unmarshal(p["level"], &level)
 	_ = json.Unmarshal(p["logger"], &logger)
-	rank := rankOf(level)
 	if logger == "" {
 		logger = server
 	} else {
 		logger = server + "/" + logger
 	}
 	p["logger"] = mustJSON(logger)
-	tagged := mustJSON(p)
-	s.clients.Range(func(k, v any) bool {
-		want := v.(*clientState).level.Load()
-		if want != 0 && int32(rank) >= want-1 {
-			s.notifySession(k.(string), "notifications/message", tagged)
-		}
-		return true
-	})
+	return rankOf(level), mustJSON(p)
 }
 
 // applyLogLevel tells the upstreams the most verbose level any session

@@ -28,7 +28,7 @@ type progressSink struct {
 // callTool forwards tools/call. args and meta are the client's raw JSON;
 // a progress token in meta is replaced by one unique to this connection
 // so progress from a shared upstream reaches the right client.
-func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage), client switchboard.ClientPeer) (json.RawMessage, error) {
+func (u *upstream) callTool(ctx context.Context, name string, args, meta json.RawMessage, onProgress func(json.RawMessage), from origin) (json.RawMessage, error) {
 	// Built by hand to keep the client's argument bytes and key order;
 	// compacting also guarantees no newline reaches a stdio frame.
 	head := make([]byte, 0, len(args)+len(name)+64)
@@ -82,7 +82,7 @@ func (u *upstream) callTool(ctx context.Context, name string, args, meta json.Ra
 			send = false
 		}
 	}
-	return u.exchange(ctx, "tool", name, "tools/call", client, func(c conn) any {
+	return u.exchange(ctx, "tool", name, "tools/call", from, func(c conn) any {
 		p := callParams(head, mm, send, c)
 		// A second rendering (after a lost session) must not write over
 		// the bytes of the first.
@@ -133,7 +133,7 @@ func (u *upstream) relayProgress(ours string, tok json.RawMessage, onProgress fu
 // name describe the request in errors ("tool" and the tool, or "method"
 // and the method); params renders the request's params for a connection
 // (a 2026-07-28 one carries the hop's protocol keys).
-func (u *upstream) exchange(ctx context.Context, kind, name, method string, client switchboard.ClientPeer, params func(conn) any) (json.RawMessage, error) {
+func (u *upstream) exchange(ctx context.Context, kind, name, method string, from origin, params func(conn) any) (json.RawMessage, error) {
 	timeout := u.callTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -149,7 +149,7 @@ func (u *upstream) exchange(ctx context.Context, kind, name, method string, clie
 	if err != nil {
 		return nil, u.callErr(ctx, kind, name, timeout, err)
 	}
-	ctx, untrack := u.track(ctx, client)
+	ctx, untrack := u.track(ctx, from)
 	defer untrack()
 	res, err := c.call(ctx, method, params(c))
 	if errors.Is(err, errSessionLost) {

@@ -541,14 +541,14 @@ func (m *Manager) forward(ctx context.Context, server, method string, params jso
 		return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q was removed from the configuration", server)
 	}
 	ctx, span := startHop(ctx, u.spec, method)
-	res, err := u.request(ctx, method, params, req.Client)
+	res, err := u.request(ctx, method, params, origin{peer: req.Client, session: req.Session, onLog: req.OnLog})
 	endHop(span, err)
 	return res, err
 }
 
 // request is a client's request of method on u (not tools/call).
-func (u *upstream) request(ctx context.Context, method string, params json.RawMessage, client switchboard.ClientPeer) (json.RawMessage, error) {
-	return u.exchange(ctx, "method", method, method, client, func(conn) any { return params })
+func (u *upstream) request(ctx context.Context, method string, params json.RawMessage, from origin) (json.RawMessage, error) {
+	return u.exchange(ctx, "method", method, method, from, func(conn) any { return params })
 }
 
 // Log levels of MCP, from the most verbose.

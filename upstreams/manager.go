@@ -480,7 +480,7 @@ func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.R
 	if u.builtin != nil {
 		res, err = u.callBuiltin(ctx, t.UpstreamName, req)
 	} else {
-		res, err = u.callTool(ctx, t.UpstreamName, req.Arguments, req.Meta, req.OnProgress, req.Client)
+		res, err = u.callTool(ctx, t.UpstreamName, req.Arguments, req.Meta, req.OnProgress, origin{peer: req.Client, session: req.Session, onLog: req.OnLog})
 	}
 	endHop(span, err)
 	return res, err

@@ -26,10 +26,18 @@ import (
 // declare the capability itself).
 var clientCapabilities = json.RawMessage(`{"sampling":{},"elicitation":{"form":{},"url":{}},"roots":{}}`)
 
+// origin is the client a request comes from, as far as the server's
+// requests and log messages on its behalf need it.
+type origin struct {
+	peer    switchboard.ClientPeer // nil: the client offers nothing
+	session string                 // "" for a sessionless request
+	onLog   func(server string, params json.RawMessage)
+}
+
 // caller is one client request in flight on an upstream.
 type caller struct {
-	ctx  context.Context
-	peer switchboard.ClientPeer // nil: the client offers nothing
+	origin
+	ctx context.Context
 }
 
 type callerKey struct{}
@@ -37,8 +45,8 @@ type callerKey struct{}
 // track records a client request in flight on u until the returned func
 // is called; the returned ctx carries it for transports that tell which
 // call a server request belongs to.
-func (u *upstream) track(ctx context.Context, peer switchboard.ClientPeer) (context.Context, func()) {
-	c := &caller{ctx: ctx, peer: peer}
+func (u *upstream) track(ctx context.Context, from origin) (context.Context, func()) {
+	c := &caller{origin: from, ctx: ctx}
 	u.mu.Lock()
 	if u.callers == nil {
 		u.callers = map[*caller]struct{}{}
@@ -108,6 +116,43 @@ func (u *upstream) serverRequest(ctx context.Context, method string, params json
 		return nil, &switchboard.RPCError{Code: switchboard.CodeInternalError, Message: switchboard.Message(err)}
 	}
 	return res, nil
+}
+
+// logMessage passes a server's notifications/message to the client whose
+// request it came with. No transport says which request that is (mcp-go
+// hands a streamable response's notifications over without its call),
+// so, as for requests back: the client with requests in flight on this
+// server, when there is one (several requests of one session count as
+// one client). With none in flight the message belongs to no request and
+// goes to every client that asked for messages (Events.Log); with
+// requests of several clients in flight it is dropped, rather than shown
+// to a client it may not belong to.
+func (u *upstream) logMessage(params json.RawMessage) {
+	u.mu.Lock()
+	var to *caller
+	several := false
+	for c := range u.callers {
+		switch {
+		case to == nil:
+			to = c
+		case c.session == "" || c.session != to.session:
+			several = true
+		}
+	}
+	u.mu.Unlock()
+	switch {
+	case to == nil:
+		u.m.mu.Lock()
+		fn := u.m.events.Log
+		u.m.mu.Unlock()
+		if fn != nil {
+			fn(u.spec.Name, params)
+		}
+	case several:
+		u.log.Debug("upstream log message dropped: requests of several clients are in flight", "params", string(params))
+	case to.onLog != nil:
+		to.onLog(u.spec.Name, params)
+	}
 }
 
 // answerServerRequest runs serverRequest in the upstream's own goroutine

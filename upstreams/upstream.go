@@ -575,12 +575,7 @@ func (u *upstream) onNote(method string, params json.RawMessage) {
 		}
 	case "notifications/message":
 		u.log.Debug("upstream log", "params", string(params))
-		u.m.mu.Lock()
-		fn := u.m.events.Log
-		u.m.mu.Unlock()
-		if fn != nil {
-			fn(u.spec.Name, params)
-		}
+		u.logMessage(params)
 	}
 }
 

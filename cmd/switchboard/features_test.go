@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -396,37 +397,76 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 		}
 	})
 
-	t.Run("each session's level is its own", func(t *testing.T) {
-		// quiet asked for critical only, silent asked for nothing: the
-		// error message of another session's call reaches neither, while
-		// cs (info) gets it.
-		evQuiet, evSilent := newEvents(), newEvents()
-		quiet := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evQuiet, "quiet")
-		silent := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evSilent, "silent")
-		if err := quiet.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "critical"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := silent.CallTool(ctx, &mcp.CallToolParams{Name: "log", Arguments: map[string]any{}}); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ev.logs:
-		case <-ctx.Done():
-			t.Fatal("the info session got no notifications/message")
-		}
-		for _, s := range []*mcp.ClientSession{quiet, silent} {
-			if err := s.Ping(ctx, nil); err != nil {
+}
+
+// TestLogMessagesReachTheirClient: a server's log message sent while it
+// serves one client's call reaches that client only, at the level it
+// asked for: not another session of the project that asked for messages,
+// nor a session that asked for a higher level or for none.
+func TestLogMessagesReachTheirClient(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"clash", map[string]any{"command": clash}}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type client struct {
+		name  string
+		level mcp.LoggingLevel
+		cs    *mcp.ClientSession
+		ev    *clientEvents
+		want  []string
+	}
+	clients := []*client{{name: "a", level: "info"}, {name: "b", level: "info"}, {name: "quiet", level: "critical"}, {name: "silent"}}
+	for _, c := range clients {
+		c.ev = newEvents()
+		c.cs = connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", c.ev, c.name)
+		if c.level != "" {
+			if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: c.level}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for name, e := range map[string]*clientEvents{"critical": evQuiet, "no level": evSilent} {
+	}
+	say := func(c *client, text string) {
+		if _, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "log", Arguments: map[string]any{"name": text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Round 1: each client's own call logs at error; a and b asked for
+	// info and get their own message, quiet and silent get nothing.
+	for _, c := range clients {
+		say(c, "1-"+c.name)
+		if c.level == "info" {
+			c.want = append(c.want, "1-"+c.name)
+		}
+	}
+	// Round 2, everyone at info: each stream must hold its own messages
+	// only, in order; a message of another session's call would have
+	// come before its own last one.
+	for _, c := range clients {
+		if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clients {
+		say(c, "2-"+c.name)
+		c.want = append(c.want, "2-"+c.name)
+	}
+	for _, c := range clients {
+		var got []string
+		for len(got) < 10 && (len(got) == 0 || got[len(got)-1] != "2-"+c.name) {
 			select {
-			case m := <-e.logs:
-				t.Errorf("the session at %s got %+v", name, m)
-			default:
+			case m := <-c.ev.logs:
+				if m.Logger != "clash" {
+					t.Errorf("%s: logger %q, want the server's name", c.name, m.Logger)
+				}
+				got = append(got, fmt.Sprint(m.Data))
+			case <-ctx.Done():
+				t.Fatalf("%s got %q and then nothing", c.name, got)
 			}
 		}
-	})
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("log messages of %s (-want +got):\n%s", c.name, diff)
+		}
+	}
 }
 
 func get(t *testing.T, url string) string {

@@ -4,8 +4,11 @@
 // resource with everything's URI ("embedded:info"), so the clash rules
 // are tested, plus what everything lacks: resource subscriptions with
 // notifications/resources/updated (tool "touch"), a prompt added at run
-// time (tool "add_prompt", which sends prompts/list_changed), and a
-// sampling tool that names the client it was asked by. Its lists come one
+// time (tool "add_prompt", which sends prompts/list_changed), a resource
+// added at run time ("add_resource", resources/list_changed), a sampling
+// tool that names the client it was asked by ("ask"), a log message with
+// the given text ("log"), a call that holds until it is cancelled
+// ("hold") and one that exits the process ("crash"). Its lists come one
 // item a page, so a reader must follow nextCursor.
 //
 // It serves stdio, or streamable HTTP with -http addr.
@@ -16,6 +19,7 @@ import (
 	"flag"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -76,6 +80,28 @@ func main() {
 				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "add_resource", Description: "add a resource (resources/list_changed)"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a uriArg) (*mcp.CallToolResult, any, error) {
+			s.AddResource(&mcp.Resource{Name: a.URI, URI: a.URI, MIMEType: "text/plain"}, read(a.URI))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "send notifications/message (level error) with the given text"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a nameArg) (*mcp.CallToolResult, any, error) {
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Data: a.Name}); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "return only when the call is cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "exit the process"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			os.Exit(3)
+			return nil, nil, nil
 		})
 	if *httpAddr != "" {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
