@@ -385,7 +385,20 @@ func (m *Manager) Feature(ctx context.Context, req switchboard.FeatureRequest) (
 		if err != nil {
 			return nil, err
 		}
-		return m.forward(ctx, server, req.Method, params, req)
+		res, err := m.forward(ctx, server, req.Method, params, req)
+		if err == nil && req.Method != "resources/read" {
+			m.mu.Lock()
+			if m.subs == nil {
+				m.subs = map[string]string{}
+			}
+			if req.Method == "resources/subscribe" {
+				m.subs[p.URI] = server
+			} else {
+				delete(m.subs, p.URI)
+			}
+			m.mu.Unlock()
+		}
+		return res, err
 	case "completion/complete":
 		var p struct {
 			Ref struct {
@@ -587,6 +600,26 @@ func (m *Manager) SetLogLevel(ctx context.Context, level string) {
 			continue
 		}
 		u.setLevel(ctx, c, level)
+	}
+}
+
+// resubscribe subscribes a new connection of u to the URIs clients hold
+// there: the server forgot them with the connection it lost (a crash, a
+// lost session, a reload that changed it), and clients would hear of no
+// update again.
+func (u *upstream) resubscribe(ctx context.Context, c conn) {
+	u.m.mu.Lock()
+	var uris []string
+	for uri, server := range u.m.subs {
+		if server == u.spec.Name {
+			uris = append(uris, uri)
+		}
+	}
+	u.m.mu.Unlock()
+	for _, uri := range uris {
+		if _, err := c.call(ctx, "resources/subscribe", map[string]string{"uri": uri}); err != nil {
+			u.log.Warn("resources/subscribe again after reconnecting failed", "uri", uri, "err", err)
+		}
 	}
 }
 

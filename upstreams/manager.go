@@ -105,10 +105,12 @@ type Manager struct {
 	byName   map[string]*upstream
 	builtins map[string]*upstream // in-process servers, ranked after order
 	onChange func()
-	// events, features and logLevel serve MCP beyond tools (features.go).
+	// events, features, logLevel and subs serve MCP beyond tools
+	// (features.go).
 	events   Events
 	features atomic.Pointer[featureCatalog]
 	logLevel string
+	subs     map[string]string // subscribed URI -> the server subscribed
 	applied  bool // Apply ran before: what it adds is news to clients
 	version  uint64
 	catalog  atomic.Pointer[switchboard.Catalog]

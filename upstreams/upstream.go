@@ -326,6 +326,9 @@ func (u *upstream) connect() (conn, error) {
 			u.log.Warn("logging/setLevel failed", "err", err)
 		}
 	}
+	if feats.caps.subscribe {
+		u.resubscribe(ctx, c)
+	}
 	u.setTools(tools)
 	u.setFeatures(feats)
 	return c, nil

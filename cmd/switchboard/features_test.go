@@ -628,16 +628,14 @@ func TestFeatureIsolation(t *testing.T) {
 		if err := a1.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:doc"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := b1.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:item/7"}); err != nil {
+		// b1, in beta, holds the same URI.
+		if err := b1.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:doc"}); err != nil {
 			t.Fatal(err)
 		}
-		// a2 makes alpha's server touch the URI a1 holds; beta's
-		// server touches it too: only a1 hears of it, once per touch in
-		// its own project.
-		for _, cs := range []*mcp.ClientSession{a2, b1} {
-			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
-				t.Fatal(err)
-			}
+		// a2 makes alpha's server touch the URI a1 holds: only a1
+		// hears of it.
+		if _, err := a2.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
+			t.Fatal(err)
 		}
 		select {
 		case uri := <-ev1.updated:
@@ -646,6 +644,19 @@ func TestFeatureIsolation(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("a1 got no notifications/resources/updated")
+		}
+		// Then beta's server touches it: b1 hears of it once. An update
+		// of alpha's touch would have come first, on the same stream.
+		if _, err := b1.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-evB.updated:
+		case <-ctx.Done():
+			t.Fatal("b1 got no notifications/resources/updated of its own project's touch")
+		}
+		if n := len(evB.updated); n > 0 {
+			t.Errorf("b1 got %d more updates: alpha's touch reached beta", n)
 		}
 		// Each client's calls are answered in order after its
 		// notifications: a ping through each stream settles them.
@@ -694,6 +705,36 @@ func TestFeatureIsolation(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSubscriptionSurvivesReconnect: a server that crashed and was
+// started again is subscribed again to the URIs clients hold, so their
+// updates keep coming.
+func TestSubscriptionSurvivesReconnect(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"clash", map[string]any{"command": clash}}}, nil)
+	ev := newEvents()
+	cs := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", ev, "client")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "clash:doc"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crash", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("crash returned no error")
+	}
+	// The next call starts the server again.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": "clash:doc"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-ev.updated:
+		if uri != "clash:doc" {
+			t.Errorf("update of %q", uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/resources/updated after the server was started again")
+	}
 }
 
 // TestLegacySSERequestsBack: over the legacy HTTP+SSE transport, an
