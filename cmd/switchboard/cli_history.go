@@ -53,13 +53,22 @@ func (c *cli) history(cmd cliCommand, args []string) error {
 		if k.Code != 0 {
 			outcome += " " + strconv.Itoa(k.Code)
 		}
-		rows = append(rows, []string{when(k.StartedAt), k.Server, k.Tool, outcome, time.Duration(k.DurationMS * float64(time.Millisecond)).Round(time.Microsecond).String(), k.Session})
+		rows = append(rows, []string{when(k.StartedAt), k.Server, kindOf(k), k.Tool, outcome, time.Duration(k.DurationMS * float64(time.Millisecond)).Round(time.Microsecond).String(), k.Session})
 	}
-	if err := c.table([]string{"STARTED", "SERVER", "TOOL", "OUTCOME", "DURATION", "SESSION"}, rows); err != nil {
+	if err := c.table([]string{"STARTED", "SERVER", "KIND", "NAME", "OUTCOME", "DURATION", "SESSION"}, rows); err != nil {
 		return err
 	}
 	if out.Next != "" {
 		fmt.Fprintf(c.stderr, "more calls: add --cursor %s\n", out.Next)
 	}
 	return nil
+}
+
+// kindOf names what a logged call was: a tool call, a prompt get or a
+// resource read (NAME is then the prompt's name or the URI).
+func kindOf(k apiclient.Call) string {
+	if k.Kind == "" {
+		return "tool"
+	}
+	return k.Kind
 }

@@ -357,6 +357,19 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 		}
 		return found == len(want), body
 	})
+	// The console's Calls page and the CLI's history show the kind.
+	page := get(t, g.url+"/ui/p/default/calls")
+	for _, want := range []string{`data-tool="greet" data-kind="prompt"`, `data-tool="clash:doc" data-kind="resource"`, "<th scope=\"col\">Kind</th>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Calls page lacks %s", want)
+		}
+	}
+	hist := newCLI(t, map[string]string{"SWITCHBOARD_URL": g.url}).ok("history")
+	for _, row := range [][]string{{"KIND", "NAME"}, {"every", "prompt", "greet", "ok"}, {"clash", "resource", "clash:doc", "ok"}} {
+		if !hasRow(hist, row...) {
+			t.Errorf("history lacks %q:\n%s", row, hist)
+		}
+	}
 	st := get(t, g.url+"/")
 	if !strings.Contains(st, `"shadowed_prompts": [`) || !strings.Contains(st, `"shadowed_resources": [`) {
 		t.Errorf("status does not report the shadowed prompt and resource:\n%s", st)
