@@ -111,7 +111,7 @@ type Manager struct {
 	features atomic.Pointer[featureCatalog]
 	logLevel string
 	subs     map[string]string // subscribed URI -> the server subscribed
-	applied  bool // Apply ran before: what it adds is news to clients
+	applied  bool              // Apply ran before: what it adds is news to clients
 	version  uint64
 	catalog  atomic.Pointer[switchboard.Catalog]
 	// collisions is the set of shadowed tools last logged ("tool\x00server"
