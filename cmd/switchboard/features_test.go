@@ -105,6 +105,7 @@ type clientEvents struct {
 	logs          chan *mcp.LoggingMessageParams
 	updated       chan string
 	promptsChange chan struct{}
+	resChange     chan struct{}
 	samples       chan string // the text of each sampling request
 }
 
@@ -149,6 +150,14 @@ func featureClient(ev *clientEvents, name string) *mcp.Client {
 				}
 			}
 		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			if ev != nil {
+				select {
+				case ev.resChange <- struct{}{}:
+				default:
+				}
+			}
+		},
 	})
 	c.AddRoots(&mcp.Root{Name: "work", URI: "file:///work"})
 	return c
@@ -156,7 +165,7 @@ func featureClient(ev *clientEvents, name string) *mcp.Client {
 
 func newEvents() *clientEvents {
 	return &clientEvents{logs: make(chan *mcp.LoggingMessageParams, 16), updated: make(chan string, 16),
-		promptsChange: make(chan struct{}, 4), samples: make(chan string, 16)}
+		promptsChange: make(chan struct{}, 4), resChange: make(chan struct{}, 4), samples: make(chan string, 16)}
 }
 
 func connectFeature(t *testing.T, tr mcp.Transport, version string, ev *clientEvents, name string) *mcp.ClientSession {
@@ -393,6 +402,24 @@ func TestFeatureClashesAndRouting(t *testing.T) {
 		}
 	})
 
+	t.Run("list_changed for resources", func(t *testing.T) {
+		for len(ev.resChange) > 0 {
+			<-ev.resChange
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_resource", Arguments: map[string]any{"uri": "clash:late"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ev.resChange:
+		case <-ctx.Done():
+			t.Fatal("no notifications/resources/list_changed")
+		}
+		rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "clash:late"})
+		if err != nil || !strings.Contains(asJSON(t, rr, nil), "clash:late") {
+			t.Errorf("late resource: %s", asJSON(t, rr, err))
+		}
+	})
+
 	t.Run("log messages reach the client that asked, tagged", func(t *testing.T) {
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 			t.Fatal(err)
@@ -576,9 +603,11 @@ func TestReloadAddingServerNotifies(t *testing.T) {
 	g := startGateway(t, servers, nil)
 	tools := make(chan struct{}, 8)
 	prompts := make(chan struct{}, 8)
+	resources := make(chan struct{}, 8)
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { tools <- struct{}{} },
-		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { tools <- struct{}{} },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { resources <- struct{}{} },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -590,14 +619,15 @@ func TestReloadAddingServerNotifies(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	for len(tools)+len(prompts) > 0 {
+	for len(tools)+len(prompts)+len(resources) > 0 {
 		select {
 		case <-tools:
 		case <-prompts:
+		case <-resources:
 		}
 	}
 	g.applyReload(t, append(servers, [2]any{"clash", map[string]any{"command": clash}}))
-	for name, ch := range map[string]chan struct{}{"tools": tools, "prompts": prompts} {
+	for name, ch := range map[string]chan struct{}{"tools": tools, "prompts": prompts, "resources": resources} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -7,8 +7,8 @@
 // time (tool "add_prompt", which sends prompts/list_changed), a resource
 // added at run time ("add_resource", resources/list_changed), a sampling
 // tool that names the client it was asked by ("ask"), a log message with
-// the given text ("log"), a call that holds until it is cancelled
-// ("hold") and one that exits the process ("crash"). Its lists come one
+// the given text ("log"), a call that holds until it is cancelled, saying so in a
+// log message ("hold") and one that exits the process ("crash"). Its lists come one
 // item a page, so a reader must follow nextCursor.
 //
 // It serves stdio, or streamable HTTP with -http addr.
@@ -93,8 +93,9 @@ func main() {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "return only when the call is cancelled"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "log (info) that it holds, then return only when the call is cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "holding"})
 			<-ctx.Done()
 			return nil, nil, ctx.Err()
 		})
