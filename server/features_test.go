@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -94,4 +96,53 @@ func TestFeatureRequestCancelled(t *testing.T) {
 	if resp := <-done; resp != nil {
 		t.Errorf("a cancelled request was answered: %s", resp)
 	}
+}
+
+// TestRequestBackIsBounded: a request back to a client that never
+// answers ends with ErrTimeout when the call it belongs to runs out of
+// time (ctx), on a session's stream and in 2026-07-28 rounds (a round the
+// client never comes back for, and an input request it never answers),
+// and a late answer then finds nothing waiting.
+func TestRequestBackIsBounded(t *testing.T) {
+	s := &Server{}
+	sent := make(chan []byte, 1)
+	taken := make(chan *ask, 1)
+	cases := map[string]switchboard.ClientPeer{
+		"session": &peer{s: s, session: "s1", caps: clientCaps{sampling: true}, send: func(b []byte) bool { sent <- b; return true }},
+		"round never taken": &roundPeer{s: s, call: &roundCall{asks: make(chan *ask)}, caps: clientCaps{sampling: true}},
+		"round never answered": func() switchboard.ClientPeer {
+			asks := make(chan *ask)
+			go func() { taken <- <-asks }()
+			return &roundPeer{s: s, call: &roundCall{asks: asks}, caps: clientCaps{sampling: true}}
+		}(),
+	}
+	for name, p := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := p.Request(ctx, "sampling/createMessage", json.RawMessage(`{}`))
+				errc <- err
+			}()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, switchboard.ErrTimeout) {
+					t.Errorf("err %v, want ErrTimeout", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the request back outlived its call's deadline")
+			}
+		})
+	}
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(<-sent, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if s.out.resolve("s1", &rpcMessage{ID: msg.ID, Result: json.RawMessage(`{}`)}) {
+		t.Error("a late answer found the request still waiting")
+	}
+	<-taken
 }
