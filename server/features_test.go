@@ -108,7 +108,7 @@ func TestRequestBackIsBounded(t *testing.T) {
 	sent := make(chan []byte, 1)
 	taken := make(chan *ask, 1)
 	cases := map[string]switchboard.ClientPeer{
-		"session": &peer{s: s, session: "s1", caps: clientCaps{sampling: true}, send: func(b []byte) bool { sent <- b; return true }},
+		"session":           &peer{s: s, session: "s1", caps: clientCaps{sampling: true}, send: func(b []byte) bool { sent <- b; return true }},
 		"round never taken": &roundPeer{s: s, call: &roundCall{asks: make(chan *ask)}, caps: clientCaps{sampling: true}},
 		"round never answered": func() switchboard.ClientPeer {
 			asks := make(chan *ask)

@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+//lint:file-ignore SA1019 the gateway passes sampling and logging, which 2026-07-28 deprecates (SEP-2577) but which clients and servers still use.
+
 // The rules of issue 25 that a client only sees when they break: what
 // the gateway declares, toolPrefix on prompts, list changes on a
 // 2026-07-28 listen stream, and the refusals of requests back.
