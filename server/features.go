@@ -243,7 +243,7 @@ func (s *Server) subscribe(ctx context.Context, f Features, session, method stri
 	s.subCall.Lock()
 	defer s.subCall.Unlock()
 	upstream := func() *switchboard.RPCError {
-		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params}); err != nil {
+		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params, OnLog: s.logSink(session)}); err != nil {
 			return switchboard.ToRPCError(err)
 		}
 		return nil

@@ -509,6 +509,49 @@ func TestLogMessagesReachTheirClient(t *testing.T) {
 	}
 }
 
+// TestLogMessagesOfNoCall: a server's log message sent while no client
+// request is in flight on it (here: right after the gateway set its
+// level) reaches every session that asked for messages of its level.
+func TestLogMessagesOfNoCall(t *testing.T) {
+	_, clash := fixtures(t)
+	g := startGateway(t, [][2]any{{"clash", map[string]any{"command": clash, "args": []string{"-announce-level"}}}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	evA, evB := newEvents(), newEvents()
+	a := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evA, "a")
+	b := connectFeature(t, &mcp.StreamableClientTransport{Endpoint: g.url + "/mcp", HTTPClient: &http.Client{}}, "2025-11-25", evB, "b")
+	if _, err := a.ListTools(ctx, nil); err != nil { // connects the server
+		t.Fatal(err)
+	}
+	next := func(name string, ev *clientEvents) string {
+		t.Helper()
+		select {
+		case m := <-ev.logs:
+			if m.Logger != "clash" {
+				t.Errorf("%s: logger %q", name, m.Logger)
+			}
+			return fmt.Sprint(m.Data)
+		case <-time.After(opTimeout):
+			t.Fatalf("%s got no notifications/message", name)
+		}
+		return ""
+	}
+	if err := a.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("a", evA); got != "level info" {
+		t.Errorf("a got %q first, want level info", got)
+	}
+	if err := b.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ev := range map[string]*clientEvents{"a": evA, "b": evB} {
+		if got := next(name, ev); got != "level debug" {
+			t.Errorf("%s got %q, want level debug", name, got)
+		}
+	}
+}
+
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)

@@ -28,6 +28,7 @@ import (
 
 func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP at this address instead of stdio")
+	announce := flag.Bool("announce-level", false, "after each logging/setLevel, log (warning) the level set: a message that belongs to no client's call")
 	flag.Parse()
 	s := mcp.NewServer(&mcp.Implementation{Name: "clash", Version: "1"}, &mcp.ServerOptions{
 		// One item a page: every list the gateway reads is paginated.
@@ -104,6 +105,17 @@ func main() {
 			os.Exit(3)
 			return nil, nil, nil
 		})
+	if *announce {
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				res, err := next(ctx, method, req)
+				if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && err == nil {
+					_ = req.GetSession().(*mcp.ServerSession).Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "level " + string(p.Level)})
+				}
+				return res, err
+			}
+		})
+	}
 	if *httpAddr != "" {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 		log.Fatal(http.ListenAndServe(*httpAddr, h))
