@@ -25,18 +25,16 @@ func TestOnDemandPullsFromRegistry(t *testing.T) {
 	eng := enginetest.New(t)
 	reg := registrytest.Start(t, "carol", "cat-pw-3")
 	ctx := context.Background()
-	image := enginetest.GoImage(t, eng, fixturePkg)
+	// Content of its own: the registry's only (GoImage's is on the
+	// engine under its own name, which any project may name).
 	ref := reg.Addr + "/catalog/fixture:v1"
-	if err := eng.TagImage(ctx, image, ref); err != nil {
-		t.Fatal(err)
-	}
+	enginetest.GoImageCopy(t, eng, fixturePkg, ref)
 	if err := eng.PushImage(ctx, ref, &engine.RegistryAuth{Username: "carol", Password: "cat-pw-3"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.RemoveImage(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = eng.RemoveImage(context.Background(), ref) })
 	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
 registry:
   pulled: {image: %q, longLived: true, disableNetwork: true, registryAuth: {username: "${REG_USER}", password: "${REG_PASS}"}}

@@ -310,14 +310,8 @@ func (e *Engine) filters(extra map[string]string) client.Filters {
 
 // ImageExists reports whether ref is present in the engine.
 func (e *Engine) ImageExists(ctx context.Context, ref string) (bool, error) {
-	_, err := e.cli.ImageInspect(ctx, ref)
-	if err == nil {
-		return true, nil
-	}
-	if cerrdefs.IsNotFound(err) {
-		return false, nil
-	}
-	return false, e.wrap(err, "inspect image "+ref)
+	_, ok, err := e.inspectImage(ctx, ref)
+	return ok, err
 }
 
 // ImportImage creates image ref from rootfs, an uncompressed tar of the
@@ -340,11 +334,31 @@ func (e *Engine) ImportImage(ctx context.Context, rootfs io.Reader, ref string, 
 	return nil
 }
 
+// ImageID returns the id (sha256:...) of the image ref names: ErrNotFound
+// when the engine has none, ErrUnavailable.
+func (e *Engine) ImageID(ctx context.Context, ref string) (string, error) {
+	img, found, err := e.inspectImage(ctx, ref)
+	if err == nil && !found {
+		err = switchboard.Errorf(switchboard.ErrNotFound, "image %s is not on the Docker engine", ref)
+	}
+	return img.ID, err
+}
+
 // RemoveImage removes image ref; a missing image is not an error.
 func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
-	_, err := e.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	img, found, err := e.inspectImage(ctx, ref)
+	if err != nil || !found {
+		return err
+	}
+	if _, err := e.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return e.wrap(err, "remove image "+ref)
+	}
+	// A private image's mark is a name too: left alone, it would keep
+	// the image.
+	if left, found, err := e.inspectImage(ctx, img.ID); err == nil && found && isPrivate(left) && len(left.RepoTags) == 1 && len(left.RepoDigests) == 0 {
+		if _, err := e.cli.ImageRemove(ctx, privateTag(img.ID), client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return e.wrap(err, "remove image "+ref)
+		}
 	}
 	return nil
 }

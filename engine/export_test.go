@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"maps"
 	"time"
 )
@@ -33,4 +34,11 @@ func WithRuntime(info Info, name, pathAndArgs string) Info {
 	}
 	out.runtimeArgs[name] = pathAndArgs
 	return out
+}
+
+// Private returns the id of the image ref names and whether it carries
+// the mark of an image pulled with credentials.
+func Private(e *Engine, ref string) (id string, private bool) {
+	img, _, _ := e.inspectImage(context.Background(), ref)
+	return img.ID, isPrivate(img)
 }

@@ -70,9 +70,10 @@ type PullOptions struct {
 	Policy PullPolicy
 	// Auth, when set, is sent with the pull.
 	Auth *RegistryAuth
-	// Owner names who asks (a project). An image pulled with credentials
-	// is private to the owners that proved they may pull it: another
-	// owner's first use checks its own credentials with the registry.
+	// Owner names who asks (a project; "" is the gateway itself). An
+	// image pulled with credentials is private: an owner uses it once the
+	// registry accepts that owner's own credentials (or none) for it (see
+	// access.go).
 	Owner string
 	// Progress, when set, receives the pull's progress as it changes.
 	Progress func(PullProgress)
@@ -82,19 +83,22 @@ type PullOptions struct {
 type PullProgress = switchboard.PullProgress
 
 // pulls is the engine's image state: pulls under way, shared by every
-// caller of the same image and credentials, and which images were pulled
-// with credentials by whom.
+// caller of the same image and credentials, and which owners proved their
+// access to which private images lately.
 type pulls struct {
 	mu      sync.Mutex
 	rules   ImageRules
 	flights map[string]*flight
-	private map[string]map[string]bool // image ref -> owners that may use it
-	started atomic.Int64               // pulls begun, for tests
+	granted map[string]time.Time // owner NUL image id -> when its access to a private image was proven
+	started atomic.Int64         // pulls begun, for tests
 }
 
 type flight struct {
+	repo     string // the image's repository (docker.io/library/alpine)
+	private  bool   // pulled with credentials
 	done     chan struct{}
 	err      error
+	id       string // the image pulled, when err is nil
 	mu       sync.Mutex
 	progress PullProgress
 	watchers []func(PullProgress)
@@ -201,52 +205,18 @@ func (e *Engine) EnsureImage(ctx context.Context, ref string, opts PullOptions) 
 		opts.Policy = PullIfNotPresent
 	}
 	if opts.Policy != PullAlways {
-		ok, err := e.ImageExists(ctx, ref)
+		img, ok, err := e.inspectImage(ctx, ref)
 		if err != nil {
 			return err
 		}
 		switch {
 		case ok:
-			return e.mayUse(ctx, ref, opts)
+			return e.mayUse(ctx, ref, img, opts, rules)
 		case opts.Policy == PullNever:
 			return switchboard.Errorf(switchboard.ErrNotFound, "image %s is not on the Docker engine and its pull policy is never: load it on the engine (docker pull or docker load) or allow pulls", ref)
 		}
 	}
 	return e.pull(ctx, ref, opts, rules)
-}
-
-// mayUse lets an owner use a present image: any image nobody pulled with
-// credentials, and a private one once the owner's own credentials (or
-// none) are accepted by the registry for it.
-func (e *Engine) mayUse(ctx context.Context, ref string, opts PullOptions) error {
-	e.pulls.mu.Lock()
-	owners, private := e.pulls.private[ref]
-	ok := !private || owners[opts.Owner]
-	e.pulls.mu.Unlock()
-	if ok {
-		return nil
-	}
-	auth, err := encodeAuth(opts.Auth)
-	if err != nil {
-		return err
-	}
-	if _, err := e.cli.DistributionInspect(ctx, ref, client.DistributionInspectOptions{EncodedRegistryAuth: auth}); err != nil {
-		return switchboard.Errorf(switchboard.ErrForbidden, "image %s came from a private registry with another project's credentials, and this project's were refused (%s): set its registry credentials from this project's secrets", ref, pullCause(err))
-	}
-	e.remember(ref, opts.Owner)
-	return nil
-}
-
-func (e *Engine) remember(ref, owner string) {
-	e.pulls.mu.Lock()
-	defer e.pulls.mu.Unlock()
-	if e.pulls.private == nil {
-		e.pulls.private = map[string]map[string]bool{}
-	}
-	if e.pulls.private[ref] == nil {
-		e.pulls.private[ref] = map[string]bool{}
-	}
-	e.pulls.private[ref][owner] = true
 }
 
 func encodeAuth(a *RegistryAuth) (string, error) {
@@ -278,7 +248,9 @@ func (e *Engine) pull(ctx context.Context, ref string, opts PullOptions, rules I
 	}
 	f, joined := e.pulls.flights[key]
 	if !joined {
-		f = &flight{done: make(chan struct{}), progress: PullProgress{Image: ref, Status: "starting", StartedAt: time.Now().UTC()}}
+		named, _ := reference.ParseNormalizedNamed(ref) // checkImage parsed it
+		f = &flight{repo: named.Name(), private: opts.Auth != nil, done: make(chan struct{}),
+			progress: PullProgress{Image: ref, Status: "starting", StartedAt: time.Now().UTC()}}
 		e.pulls.flights[key] = f
 	}
 	if opts.Progress != nil {
@@ -292,9 +264,13 @@ func (e *Engine) pull(ctx context.Context, ref string, opts PullOptions, rules I
 	if !joined {
 		e.pulls.started.Add(1)
 		go func() {
-			f.err = e.runPull(ref, opts.Auth, rules, f)
-			if f.err == nil && opts.Auth != nil {
-				e.remember(ref, opts.Owner)
+			f.id, f.err = e.runPull(ref, opts.Auth, rules, f)
+			if f.err == nil && f.private {
+				if err := e.markPrivate(context.Background(), ref, f.repo); err != nil {
+					// Unmarked, it would be anyone's: it goes.
+					_ = e.RemoveImage(context.Background(), ref)
+					f.err = switchboard.Errorf(switchboard.KindOf(err), "pulling image %s: marking it private failed: %s", ref, switchboard.Message(err))
+				}
 			}
 			e.pulls.mu.Lock()
 			delete(e.pulls.flights, key)
@@ -304,10 +280,9 @@ func (e *Engine) pull(ctx context.Context, ref string, opts PullOptions, rules I
 	}
 	select {
 	case <-f.done:
-		if f.err == nil && joined && opts.Auth == nil {
-			// Joined a pull made without credentials: the image is
-			// public, or private to whoever pulled it.
-			return e.mayUse(ctx, ref, opts)
+		if f.err == nil && opts.Owner != "" {
+			// The registry took this owner's credentials (or none).
+			e.grant(opts.Owner, f.id)
 		}
 		return f.err
 	case <-ctx.Done():
@@ -318,11 +293,11 @@ func (e *Engine) pull(ctx context.Context, ref string, opts PullOptions, rules I
 var errStalled = errors.New("stalled")
 
 // runPull pulls ref on the engine, under the rules' time bounds, and
-// reports progress to f's watchers.
-func (e *Engine) runPull(ref string, auth *RegistryAuth, rules ImageRules, f *flight) error {
+// reports progress to f's watchers; it returns the image's id.
+func (e *Engine) runPull(ref string, auth *RegistryAuth, rules ImageRules, f *flight) (string, error) {
 	enc, err := encodeAuth(auth)
 	if err != nil {
-		return err
+		return "", err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -343,17 +318,17 @@ func (e *Engine) runPull(ref string, auth *RegistryAuth, rules ImageRules, f *fl
 	}
 	resp, err := e.cli.ImagePull(ctx, ref, client.ImagePullOptions{RegistryAuth: enc})
 	if err != nil {
-		return fail(err)
+		return "", fail(err)
 	}
 	defer resp.Close()
 	layers := map[string]*layer{}
 	var order []string
 	for m, err := range resp.JSONMessages(ctx) {
 		if err != nil {
-			return fail(err)
+			return "", fail(err)
 		}
 		if m.Error != nil {
-			return fail(errors.New(m.Error.Message))
+			return "", fail(errors.New(m.Error.Message))
 		}
 		stall.Reset(rules.StallTimeout)
 		if m.ID != "" && m.Status != "" && !strings.HasPrefix(m.Status, "Pulling from") && !strings.HasPrefix(m.Status, "Digest:") {
@@ -387,17 +362,17 @@ func (e *Engine) runPull(ref string, auth *RegistryAuth, rules ImageRules, f *fl
 		f.report(p)
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
+		return "", fail(err)
 	}
-	ok, err := e.ImageExists(context.Background(), ref)
+	img, ok, err := e.inspectImage(context.Background(), ref)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !ok {
-		return switchboard.Errorf(switchboard.ErrInternal, "pulling image %s: the engine reported success but has no such image", ref)
+		return "", switchboard.Errorf(switchboard.ErrInternal, "pulling image %s: the engine reported success but has no such image", ref)
 	}
 	e.log.Info("engine: pulled image", "image", ref, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return img.ID, nil
 }
 
 type layer struct {

@@ -24,6 +24,21 @@ func pushRandom(t *testing.T, e *engine.Engine, reg *registrytest.Registry, name
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	ref := reg.Addr + "/" + name + ":v1"
+	importRandom(t, e, ref)
+	if err := e.PushImage(ctx, ref, auth); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	if err := e.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.RemoveImage(context.Background(), ref) })
+	return ref
+}
+
+// importRandom makes image ref of one random 256 KiB file.
+func importRandom(t *testing.T, e *engine.Engine, ref string) {
+	t.Helper()
 	data := make([]byte, 256<<10)
 	rand.Read(data)
 	var buf bytes.Buffer
@@ -33,18 +48,9 @@ func pushRandom(t *testing.T, e *engine.Engine, reg *registrytest.Registry, name
 	}
 	tw.Write(data)
 	tw.Close()
-	ref := reg.Addr + "/" + name + ":v1"
-	if err := e.ImportImage(ctx, &buf, ref, []string{"LABEL " + enginetest.TestLabel + "=1"}); err != nil {
+	if err := e.ImportImage(context.Background(), &buf, ref, []string{"LABEL " + enginetest.TestLabel + "=1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.PushImage(ctx, ref, auth); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	if err := e.RemoveImage(ctx, ref); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.RemoveImage(context.Background(), ref) })
-	return ref
 }
 
 func TestPullFromRegistry(t *testing.T) {
@@ -169,17 +175,24 @@ func closedAddr(t *testing.T) string {
 	return registrytest.Closed(t)
 }
 
+// TestPullPrivate: an image pulled with one project's registry
+// credentials is used by another project only once the registry accepts
+// that project's own; this holds under every name of the image (its
+// digest, its id), after a restart (another Engine on the same engine,
+// as a restarted gateway or another replica has) and while the registry
+// is down. An image the engine had under another name is not private.
 func TestPullPrivate(t *testing.T) {
 	e := enginetest.New(t)
 	reg := registrytest.Start(t, "alice", "s3cret-pw")
 	ctx := context.Background()
 	good := &engine.RegistryAuth{Username: "alice", Password: "s3cret-pw"}
+	wrong := &engine.RegistryAuth{Username: "alice", Password: "nope"}
 	ref := pushRandom(t, e, reg, "private/tool", good)
 
 	for _, c := range []struct {
 		name string
 		auth *engine.RegistryAuth
-	}{{"no credentials", nil}, {"wrong password", &engine.RegistryAuth{Username: "alice", Password: "nope"}}} {
+	}{{"no credentials", nil}, {"wrong password", wrong}} {
 		err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1", Auth: c.auth})
 		if !errors.Is(err, switchboard.ErrForbidden) || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "nope") {
 			t.Errorf("%s: %v; want ErrForbidden without the password", c.name, err)
@@ -188,18 +201,93 @@ func TestPullPrivate(t *testing.T) {
 	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1", Auth: good}); err != nil {
 		t.Fatalf("with the right credentials: %v", err)
 	}
-	// Present now, but p2 never showed credentials the registry takes.
-	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p2"}); !errors.Is(err, switchboard.ErrForbidden) {
-		t.Errorf("another project without credentials used the private image: %v", err)
+	id, private := engine.Private(e, ref)
+	if !private {
+		t.Fatalf("%s (%s) pulled with credentials carries no mark", ref, id)
 	}
-	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p2", Auth: &engine.RegistryAuth{Username: "alice", Password: "nope"}}); !errors.Is(err, switchboard.ErrForbidden) {
-		t.Errorf("another project with wrong credentials used the private image: %v", err)
+	digest, err := e.ImageDigest(ctx, ref)
+	if err != nil || digest == "" {
+		t.Fatalf("digest of %s: %q, %v", ref, digest, err)
 	}
-	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p2", Auth: good}); err != nil {
-		t.Errorf("another project with its own good credentials: %v", err)
+	// Present now, but p2 never showed credentials the registry takes,
+	// under any name of the image.
+	refused := func(e *engine.Engine, when string) {
+		t.Helper()
+		for _, name := range []string{ref, digest, id, strings.TrimPrefix(id, "sha256:")[:12]} {
+			for _, auth := range []*engine.RegistryAuth{nil, wrong} {
+				if err := e.EnsureImage(ctx, name, engine.PullOptions{Owner: "p2", Auth: auth}); !errors.Is(err, switchboard.ErrForbidden) || strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("%s: another project (credentials %v) used the private image as %s: %v", when, auth != nil, name, err)
+				}
+			}
+		}
 	}
+	refused(e, "after the pull")
 	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1"}); err != nil {
 		t.Errorf("the project that pulled it: %v", err)
+	}
+
+	// A restarted gateway, or another replica, has none of e's memory.
+	restarted := enginetest.New(t)
+	refused(restarted, "after a restart")
+	if err := restarted.EnsureImage(ctx, digest, engine.PullOptions{Owner: "p2", Auth: good}); err != nil {
+		t.Errorf("after a restart, another project with its own good credentials: %v", err)
+	}
+	if err := restarted.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p3"}); !errors.Is(err, switchboard.ErrForbidden) {
+		t.Errorf("after p2 proved its access, p3 without credentials: %v", err)
+	}
+	if err := restarted.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1", Auth: good}); err != nil {
+		t.Errorf("after a restart, the project that pulled it: %v", err)
+	}
+
+	// The registry down: nobody unproven gets in; p1, proven by this
+	// process, keeps its image.
+	reg.Stop()
+	if err := restarted.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p3"}); !errors.Is(err, switchboard.ErrForbidden) && !errors.Is(err, switchboard.ErrUnavailable) {
+		t.Errorf("registry down, a project never checked: %v; want refused", err)
+	}
+	if err := restarted.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1", Auth: good}); err != nil {
+		t.Errorf("registry down, the project checked before: %v", err)
+	}
+
+	// Removing its last name removes the image, mark and all.
+	if err := e.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.ImageExists(ctx, id); ok {
+		t.Errorf("image %s left on the engine by its mark after its last name was removed", id)
+	}
+}
+
+// TestPullPrivateKnownImage: content the engine already had under a name
+// of its own (built here) is not made private by a pull with credentials.
+func TestPullPrivateKnownImage(t *testing.T) {
+	e := enginetest.New(t)
+	reg := registrytest.Start(t, "alice", "s3cret-pw")
+	ctx := context.Background()
+	good := &engine.RegistryAuth{Username: "alice", Password: "s3cret-pw"}
+	// Built here (the local name), then pushed and pulled again.
+	local := "switchboard-test/known:" + reg.Addr[strings.LastIndex(reg.Addr, ":")+1:]
+	ref := reg.Addr + "/known/tool:v1"
+	importRandom(t, e, local)
+	t.Cleanup(func() { _ = e.RemoveImage(context.Background(), local) })
+	if err := e.TagImage(ctx, local, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PushImage(ctx, ref, good); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.RemoveImage(context.Background(), ref) })
+	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p1", Auth: good}); err != nil {
+		t.Fatal(err)
+	}
+	if _, private := engine.Private(e, ref); private {
+		t.Errorf("%s, on the engine as %s before its pull, was marked private", ref, local)
+	}
+	if err := e.EnsureImage(ctx, ref, engine.PullOptions{Owner: "p2"}); err != nil {
+		t.Errorf("another project, for an image it could name as %s anyway: %v", local, err)
 	}
 }
 

@@ -340,6 +340,17 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if !present && policy == engine.PullNever {
 		return switchboard.HostedStatus{}, invalid("hosted server %q: image %q is not present on the Docker engine and its pull policy is never; load it there first, or allow pulls (pull_policy)", p.reg.Name, p.reg.Image)
 	}
+	if present && policy != engine.PullAlways {
+		// Present, perhaps pulled with another project's credentials:
+		// this project's own access is checked before anything is stored.
+		auth, err := s.registryAuth(ctx, project, p)
+		if err != nil {
+			return switchboard.HostedStatus{}, err
+		}
+		if err := s.eng.EnsureImage(ctx, p.reg.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project}); err != nil {
+			return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.KindOf(err), "hosted server %q: %s", p.reg.Name, switchboard.Message(err))
+		}
+	}
 	// Before anything is stored. An engine that does not answer here is
 	// asked again when the container is created, which checks again.
 	if info, err := s.engineInfo(ctx); err == nil {

@@ -111,6 +111,7 @@ func Cleanup(t testing.TB, e *engine.Engine) {
 var (
 	buildMu sync.Mutex
 	built   = map[string]string{} // pkg -> image ref, per test process
+	bins    = map[string][]byte{} // pkg -> its binary, per test process
 )
 
 // GoImage builds the Go main package pkg (an import path in this module)
@@ -126,17 +127,7 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 	if ref, ok := built[pkg]; ok {
 		return ref
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "server")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := goBinary(t, pkg)
 	sum := sha256.Sum256(data)
 	repo := "switchboard-test/" + path.Base(pkg)
 	ref := repo + ":" + hex.EncodeToString(sum[:6])
@@ -147,27 +138,7 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 		t.Fatal(err)
 	}
 	if !ok {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		now := time.Unix(0, 0)
-		for _, d := range []string{"tmp/", "data/"} {
-			if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: now}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(data)), ModTime: now}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := tw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		changes := []string{`CMD ["/server"]`, "USER 65534:65534", "LABEL " + TestLabel + "=1"}
-		if err := e.ImportImage(ctx, &buf, ref, changes); err != nil {
-			t.Fatal(err)
-		}
+		importServer(t, e, data, ref)
 		// Older builds of the same fixture are ours and stale.
 		tags, err := e.Images(ctx, repo)
 		if err == nil {
@@ -180,6 +151,76 @@ func GoImage(t testing.TB, e *engine.Engine, pkg string) string {
 	}
 	built[pkg] = ref
 	return ref
+}
+
+// GoImageCopy is GoImage's image of pkg as an image of its own (its own
+// id, by one more label), named ref and removed when t ends: content that
+// no other name on the engine shares, as an image only a registry had.
+func GoImageCopy(t testing.TB, e *engine.Engine, pkg, ref string) {
+	t.Helper()
+	buildMu.Lock()
+	data := goBinary(t, pkg)
+	buildMu.Unlock()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	importServer(t, e, data, ref, "LABEL "+TestLabel+".copy="+hex.EncodeToString(nonce[:]))
+	id, err := e.ImageID(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Containers of it hold it: they go first, then it, by every name.
+		Cleanup(t, e)
+		_ = e.RemoveImage(context.Background(), id)
+	})
+}
+
+// goBinary builds pkg once per test process; buildMu is held.
+func goBinary(t testing.TB, pkg string) []byte {
+	t.Helper()
+	if b, ok := bins[pkg]; ok {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "server")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins[pkg] = data
+	return data
+}
+
+// importServer makes image ref of the server binary data.
+func importServer(t testing.TB, e *engine.Engine, data []byte, ref string, changes ...string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Unix(0, 0)
+	for _, d := range []string{"tmp/", "data/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(data)), ModTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	changes = append([]string{`CMD ["/server"]`, "USER 65534:65534", "LABEL " + TestLabel + "=1"}, changes...)
+	if err := e.ImportImage(ctx, &buf, ref, changes); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Disks returns an engine like base (its instance, host and owner) that

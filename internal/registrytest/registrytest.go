@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,11 @@ type Registry struct {
 	Addr string
 	// User and Password are the credentials it requires ("" when open).
 	User, Password string
+	stop           func()
 }
+
+// Stop stops the registry before t ends: a registry that went down.
+func (r *Registry) Stop() { r.stop() }
 
 // Start starts a registry for t, stopped when t ends; with user set it
 // requires user and password (htpasswd, bcrypt).
@@ -73,13 +78,18 @@ func Start(t testing.TB, user, password string) *Registry {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-	})
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			logf.Close()
+		})
+	}
+	t.Cleanup(stop)
 	// Ready when /v2/ answers (200 open, 401 behind credentials).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -89,16 +99,16 @@ func Start(t testing.TB, user, password string) *Registry {
 			break
 		}
 		select {
-		case err := <-exited:
+		case <-exited:
 			b, _ := os.ReadFile(filepath.Join(dir, "registry.log"))
-			t.Fatalf("docker-registry exited: %v\n%s", err, b)
+			t.Fatalf("docker-registry exited: %v\n%s", waitErr, b)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("docker-registry did not answer on %s within 30s", addr)
 		}
 	}
-	return &Registry{Addr: addr, User: user, Password: password}
+	return &Registry{Addr: addr, User: user, Password: password, stop: stop}
 }
 
 // Stalled returns a loopback address that accepts connections and never
