@@ -82,31 +82,17 @@ func (e *Engine) grant(owner, id string) {
 	e.pulls.granted[owner+"\x00"+id] = time.Now()
 }
 
-// mayUse lets opts.Owner use img, present on the engine as ref: an
-// unmarked image always (and any image when Owner is "": the gateway's
-// own, as the sandbox's), a private one when the owner's credentials (or
-// none) are accepted by the registry for it.
+// mayUse lets opts.Owner use img, present on the engine as ref: any
+// image when Owner is "" (the gateway's own, as the sandbox's); an
+// unmarked one, unless a pull with credentials of its repository is under
+// way (its mark may be about to come); a private one when the registry
+// accepts the owner's credentials (or none) for it.
 func (e *Engine) mayUse(ctx context.Context, ref string, img image.InspectResponse, opts PullOptions, rules ImageRules) error {
 	if opts.Owner == "" {
 		return nil
 	}
-	if !isPrivate(img) {
-		// A pull with credentials of this image may have ended a moment
-		// ago, its mark not yet given: wait for it and look again.
-		f := e.privateFlight(img.RepoDigests)
-		if f == nil {
-			return nil
-		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return switchboard.Errorf(switchboard.ErrCanceled, "waiting for the pull of %s: %v", ref, context.Cause(ctx))
-		}
-		again, found, err := e.inspectImage(ctx, img.ID)
-		if err != nil || !found {
-			return switchboard.Errorf(switchboard.ErrUnavailable, "image %s changed on the Docker engine while it was checked; try again", ref)
-		}
-		return e.mayUse(ctx, ref, again, opts, rules)
+	if !isPrivate(img) && !e.privatePullOf(img.RepoDigests) {
+		return nil
 	}
 	key := opts.Owner + "\x00" + img.ID
 	e.pulls.mu.Lock()
@@ -128,22 +114,19 @@ func (e *Engine) mayUse(ctx context.Context, ref string, img image.InspectRespon
 	return err
 }
 
-// privateFlight is a pull with credentials under way of a repository
-// one of digests names, or nil.
-func (e *Engine) privateFlight(digests []string) *flight {
+// privatePullOf reports whether a pull with credentials is under way of
+// a repository one of digests names.
+func (e *Engine) privatePullOf(digests []string) bool {
 	e.pulls.mu.Lock()
 	defer e.pulls.mu.Unlock()
 	for _, f := range e.pulls.flights {
-		if !f.private {
-			continue
-		}
 		for _, d := range digests {
-			if n, err := reference.ParseNormalizedNamed(d); err == nil && n.Name() == f.repo {
-				return f
+			if n, err := reference.ParseNormalizedNamed(d); err == nil && f.private && n.Name() == f.repo {
+				return true
 			}
 		}
 	}
-	return nil
+	return false
 }
 
 // canPull asks the registries of digests whether auth (sent only to the
