@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -94,8 +93,9 @@ type pulls struct {
 }
 
 type flight struct {
-	repo     string // the image's repository (docker.io/library/alpine)
-	private  bool   // pulled with credentials
+	repo     string          // the image's repository (docker.io/library/alpine)
+	private  bool            // pulled with credentials
+	owners   map[string]bool // who waits for it ("": the gateway itself)
 	done     chan struct{}
 	err      error
 	id       string // the image pulled, when err is nil
@@ -249,10 +249,11 @@ func (e *Engine) pull(ctx context.Context, ref string, opts PullOptions, rules I
 	f, joined := e.pulls.flights[key]
 	if !joined {
 		named, _ := reference.ParseNormalizedNamed(ref) // checkImage parsed it
-		f = &flight{repo: named.Name(), private: opts.Auth != nil, done: make(chan struct{}),
+		f = &flight{repo: named.Name(), private: opts.Auth != nil, owners: map[string]bool{}, done: make(chan struct{}),
 			progress: PullProgress{Image: ref, Status: "starting", StartedAt: time.Now().UTC()}}
 		e.pulls.flights[key] = f
 	}
+	f.owners[opts.Owner] = true
 	if opts.Progress != nil {
 		f.mu.Lock()
 		f.watchers = append(f.watchers, opts.Progress)
@@ -391,17 +392,25 @@ func (f *flight) report(p PullProgress) {
 	}
 }
 
-// Pulls lists the pulls under way, by image.
-func (e *Engine) Pulls() map[string]PullProgress {
+// Pulls lists the pulls under way that owner (a project) waits for, and
+// the gateway's own (the sandbox's), by image: another project's are not
+// its business.
+func (e *Engine) Pulls(owner string) []PullProgress {
 	e.pulls.mu.Lock()
-	fs := slices.Collect(maps.Values(e.pulls.flights))
+	var fs []*flight
+	for _, f := range e.pulls.flights {
+		if f.owners[owner] || f.owners[""] {
+			fs = append(fs, f)
+		}
+	}
 	e.pulls.mu.Unlock()
-	out := map[string]PullProgress{}
+	out := make([]PullProgress, 0, len(fs))
 	for _, f := range fs {
 		f.mu.Lock()
-		out[f.progress.Image] = f.progress
+		out = append(out, f.progress)
 		f.mu.Unlock()
 	}
+	slices.SortFunc(out, func(a, b PullProgress) int { return strings.Compare(a.Image, b.Image) })
 	return out
 }
 

@@ -95,9 +95,9 @@ type Options struct {
 	// belongs in a goroutine the callee owns.
 	OnSessionEnd func(session string)
 	// StatusSections, when set, adds sections to the status JSON (GET /
-	// and a plain GET /mcp), such as "sandbox"; it is called per request
-	// and must return within ctx.
-	StatusSections func(ctx context.Context) map[string]any
+	// and a plain GET /mcp) of project, such as "sandbox"; it is called
+	// per request and must return within ctx.
+	StatusSections func(ctx context.Context, project string) map[string]any
 	// SessionTools, when set, serves the tools that one client session
 	// added to its own view (catalog servers it activated with mcp-add).
 	SessionTools SessionTools
@@ -779,7 +779,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"endpoints": map[string]string{"mcp": s.opts.BasePath + "/mcp", "sse": s.opts.BasePath + "/sse"},
 	}
 	if s.opts.StatusSections != nil {
-		for k, v := range s.opts.StatusSections(r.Context()) {
+		for k, v := range s.opts.StatusSections(r.Context(), s.opts.Project) {
 			if _, taken := status[k]; !taken {
 				status[k] = v
 			}

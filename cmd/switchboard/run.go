@@ -229,7 +229,11 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 			Version: version, CORS: cfg.EnableCORS, CORSOrigins: cfg.CORSOrigins, MaxBodyBytes: cfg.MaxBodyBytes,
 			SessionIdleTTL: cfg.SessionIdleTTL, MaxSessions: cfg.MaxSessions, MaxProjectSessions: cfg.MaxProjectSessions, Heartbeat: cfg.Heartbeat,
 			Observer: observers, Metrics: met.Handler(), HopID: hop,
-			StatusSections: func(ctx context.Context) map[string]any { return cat.status(sbox.status(ctx)) },
+			StatusSections: func(ctx context.Context, project string) map[string]any {
+				m := cat.status(sbox.status(ctx))
+				m["pulls"] = eng.Pulls(project)
+				return m
+			},
 		},
 	})
 	undo.push("projects", hub.Close) // upstream children
@@ -261,7 +265,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		return len(next), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
-		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox,
+		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox, Pulls: eng.Pulls,
 		Teardown: &teardown{st: st, eng: eng, hr: hr, cat: cat, sbox: sbox, settle: max(3*cfg.SyncInterval, 30*time.Second)}}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile

@@ -89,6 +89,9 @@ type Options struct {
 	// engine when it is deleted; nil: deleting a project removes its rows
 	// only.
 	Teardown Teardown
+	// Pulls lists the image pulls under way that a project waits for
+	// (its hosted and catalog servers', and the sandbox's); nil: none.
+	Pulls func(project string) []switchboard.PullProgress
 }
 
 // Teardown is what deleting a project needs from the container side.

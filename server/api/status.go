@@ -28,6 +28,10 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if st == nil {
 		st = []switchboard.ServerStatus{}
 	}
-	writeJSON(w, http.StatusOK, apiclient.Statuses{Servers: st})
+	out := apiclient.Statuses{Servers: st, Pulls: []switchboard.PullProgress{}}
+	if a.opts.Pulls != nil {
+		out.Pulls = a.opts.Pulls(r.PathValue("project"))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

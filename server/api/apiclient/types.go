@@ -182,6 +182,9 @@ type (
 	}
 	Statuses struct {
 		Servers []switchboard.ServerStatus `json:"servers"`
+		// Pulls are the image pulls under way that the project waits
+		// for, and the sandbox's.
+		Pulls []switchboard.PullProgress `json:"pulls"`
 	}
 	HostedList struct {
 		Servers []switchboard.HostedStatus `json:"servers"`
