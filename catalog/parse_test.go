@@ -33,6 +33,8 @@ registry:
     secrets: [{name: memory.api_key, env: MEMORY_KEY}]
     user: "1000:0"
     volumes: ["memory-data:/data", "cache:/cache:ro", "dev:/srv/dev"]
+    pullPolicy: always
+    registryAuth: {username: "${REG_USER}", password: "${REG_PASS}"}
   hosted-elsewhere:
     type: remote
     remote: {url: "https://example.com/mcp"}
@@ -57,6 +59,12 @@ registry:
 	}
 	if m.Secrets["MEMORY_KEY"] != "memory_api_key" || m.Env["TOKEN"] != "${API_TOKEN}" {
 		t.Fatalf("secrets %v env %v", m.Secrets, m.Env)
+	}
+	if m.PullPolicy != "always" || m.RegistryAuth == nil || *m.RegistryAuth != (switchboard.RegistryAuth{Username: "${REG_USER}", Password: "${REG_PASS}"}) {
+		t.Fatalf("memory pullPolicy %q registryAuth %+v, want always and the two references", m.PullPolicy, m.RegistryAuth)
+	}
+	if f := c.Entry("fetch"); f.PullPolicy != "" || f.RegistryAuth != nil {
+		t.Fatalf("fetch pullPolicy %q registryAuth %+v, want neither (the gateway's policy, no credentials)", f.PullPolicy, f.RegistryAuth)
 	}
 	wantVols := []catalog.CatalogVolume{{Name: "memory-data", Target: "/data"}, {Name: "cache", Target: "/cache", ReadOnly: true}, {Name: "dev", Target: "/srv/dev"}}
 	if !slices.Equal(m.Volumes, wantVols) {
@@ -89,6 +97,11 @@ registry:
 		"bad name":       {"registry:\n  \"a b\": {image: x:1}\n", "name must be"},
 		"not yaml":       {"registry: [\n", "catalog file"},
 		"two problems":   {"registry:\n  a: {type: server}\n  b: {image: \"bad image!\"}\n", `"b": image`},
+		"bad pullPolicy": {"registry:\n  a: {image: x:1, pullPolicy: sometimes}\n", `"a": pullPolicy "sometimes": want if-not-present, always or never`},
+		"literal auth":   {"registry:\n  a: {image: x:1, registryAuth: {username: bob, password: hunter2}}\n", "${NAME} reference"},
+		"half literal":   {"registry:\n  a: {image: x:1, registryAuth: {username: \"${U}\", password: hunter2}}\n", "${NAME} reference"},
+		"ref in text":    {"registry:\n  a: {image: x:1, registryAuth: {username: \"${U}\", password: \"pw-${P}\"}}\n", "${NAME} reference"},
+		"auth field":     {"registry:\n  a: {image: x:1, registryAuth: {user: \"${U}\"}}\n", "user"},
 		"dup env/secret": {"registry:\n  a: {image: x:1, env: [{name: K, value: v}], secrets: [{name: s, env: K}]}\n", "both"},
 	}
 	// Docker's own catalogs carry fields Switchboard ignores, and entries
@@ -134,6 +147,9 @@ registry:
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("err = %v: it shows the literal password", err)
 			}
 		})
 	}

@@ -188,7 +188,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	res, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
-			return "", switchboard.Errorf(switchboard.ErrNotFound, "image %q is not present in the Docker engine (nothing is pulled); build or load it first", s.Image)
+			return "", switchboard.Errorf(switchboard.ErrNotFound, "image %q is not present in the Docker engine; pull, build or load it first", s.Image)
 		}
 		return "", e.wrap(err, "create container")
 	}

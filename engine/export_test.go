@@ -42,3 +42,6 @@ func Private(e *Engine, ref string) (id string, private bool) {
 	img, _, _ := e.inspectImage(context.Background(), ref)
 	return img.ID, isPrivate(img)
 }
+
+// PullError is pullError: a failed pull's engine error classified.
+var PullError = pullError

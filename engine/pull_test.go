@@ -315,3 +315,24 @@ func TestCheckImage(t *testing.T) {
 		}
 	}
 }
+
+// TestPullErrorKinds: each engine failure of a pull is classified as what
+// the user can do about it, naming the image (the engine's own words, as
+// the registry tests meet them, plus a full disk, which they cannot make).
+func TestPullErrorKinds(t *testing.T) {
+	const ref = "reg.example/x:v1"
+	for msg, want := range map[string]error{
+		"Error response from daemon: unauthorized: authentication required":                            switchboard.ErrForbidden,
+		"Error response from daemon: pull access denied for x, repository does not exist":              switchboard.ErrForbidden,
+		"Error response from daemon: manifest for reg.example/x:v1 not found: manifest unknown":        switchboard.ErrNotFound,
+		"write /var/lib/docker/tmp/GetImageBlob1: no space left on device":                             switchboard.ErrResourceLimit,
+		"Error response from daemon: Get \"https://reg.example/v2/\": dial tcp: connection refused":    switchboard.ErrUnavailable,
+		"Error response from daemon: Get \"https://reg.example/v2/\": net/http: TLS handshake timeout": switchboard.ErrUnavailable,
+		"something else entirely": switchboard.ErrUnavailable,
+	} {
+		err := engine.PullError(ref, errors.New(msg))
+		if switchboard.KindOf(err) != want || !strings.Contains(err.Error(), ref) {
+			t.Errorf("%q: %v (%v), want %v naming %s", msg, err, switchboard.KindOf(err), want, ref)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func newPlan(reg switchboard.HostedRegistration) (plan, error) {
 	}
 	n := reg.Name
 	if reg.Image == "" {
-		return p, invalid("hosted server %q: image is required (an image present on the Docker engine, such as \"mcp/fetch:1.0\")", n)
+		return p, invalid("hosted server %q: image is required (an image reference, such as \"mcp/fetch:1.0\": pulled from its registry when the Docker engine lacks it, as pull_policy says)", n)
 	}
 	if !ImageRef.MatchString(reg.Image) {
 		return p, invalid("hosted server %q: image %q is not a valid image reference", n, switchboard.Clip(reg.Image))
