@@ -252,7 +252,11 @@ func (o *OnDemand) pull(ctx context.Context, project string, e *CatalogEntry, on
 		if errors.Is(err, switchboard.ErrUnavailable) && !strings.Contains(err.Error(), "image") {
 			return catalogErr(e, err)
 		}
-		return switchboard.Errorf(switchboard.KindOf(err), "catalog server %q: %s", e.Name, switchboard.Message(err))
+		hint := ""
+		if errors.Is(err, switchboard.ErrForbidden) {
+			hint = " (registryAuth, from the calling project's secrets)"
+		}
+		return switchboard.Errorf(switchboard.KindOf(err), "catalog server %q: %s%s", e.Name, switchboard.Message(err), hint)
 	}
 	return nil
 }

@@ -18,6 +18,11 @@ type Sandbox struct {
 	Enabled     bool   `env:"MCP_SERVER_SANDBOX" envDefault:"true"`
 	ImagePython string `env:"MCP_SERVER_SANDBOX_IMAGE_PYTHON" envDefault:"switchboard-sandbox:latest"`
 	ImageNode   string `env:"MCP_SERVER_SANDBOX_IMAGE_NODE" envDefault:"switchboard-sandbox:latest"`
+	// RegistryUser and RegistryPassword are the gateway's credentials for
+	// pulling sandbox images that name a private registry (the projects'
+	// secrets are never used for them). Never logged.
+	RegistryUser     string `env:"MCP_SERVER_SANDBOX_REGISTRY_USER"`
+	RegistryPassword string `env:"MCP_SERVER_SANDBOX_REGISTRY_PASSWORD"`
 	// SessionTimeout ends a sandbox session idle this long (its
 	// container is removed; its workspace stays).
 	SessionTimeout time.Duration `env:"MCP_SERVER_SANDBOX_SESSION_TIMEOUT" envDefault:"30m"`
@@ -173,6 +178,12 @@ func (s Sandbox) validate(dockerHost string) []error {
 	if s.ImageNode == "" {
 		bad("MCP_SERVER_SANDBOX_IMAGE_NODE", "must name an image; build one with: switchboard sandbox build-image")
 	}
+	switch {
+	case s.RegistryUser != "" && s.RegistryPassword == "":
+		bad("MCP_SERVER_SANDBOX_REGISTRY_PASSWORD", "is empty while MCP_SERVER_SANDBOX_REGISTRY_USER is set: set both (the sandbox images' registry credentials) or neither")
+	case s.RegistryUser == "" && s.RegistryPassword != "":
+		bad("MCP_SERVER_SANDBOX_REGISTRY_USER", "is empty while MCP_SERVER_SANDBOX_REGISTRY_PASSWORD is set: set both (the sandbox images' registry credentials) or neither")
+	}
 	if s.SessionTimeout <= 0 {
 		bad("MCP_SERVER_SANDBOX_SESSION_TIMEOUT", "must be a positive duration such as 30m, got %s", s.SessionTimeout)
 	}
@@ -220,6 +231,7 @@ func (s Sandbox) LogAttrs() []any {
 		net = "none"
 	}
 	return []any{"sandbox", s.Enabled, "sandbox_image_python", s.ImagePython, "sandbox_image_node", s.ImageNode,
+		"sandbox_registry_user", s.RegistryUser,
 		"sandbox_session_timeout", s.SessionTimeout, "sandbox_max_sessions", s.MaxSessions, "sandbox_network", net,
 		"sandbox_workspace_retention", s.WorkspaceRetention, "sandbox_workspace_size", s.WorkspaceSize}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,27 @@ func TestSandboxRejects(t *testing.T) {
 				t.Fatalf("want an error naming %s, got %v", tc.key, err)
 			}
 		})
+	}
+}
+
+// The sandbox's registry credentials come in pairs; the password is
+// never in the error nor in the start-up log.
+func TestSandboxRegistryCredentials(t *testing.T) {
+	for set, want := range map[string]string{
+		"MCP_SERVER_SANDBOX_REGISTRY_USER":     "MCP_SERVER_SANDBOX_REGISTRY_PASSWORD:",
+		"MCP_SERVER_SANDBOX_REGISTRY_PASSWORD": "MCP_SERVER_SANDBOX_REGISTRY_USER:",
+	} {
+		_, err := Load(getenvOf(map[string]string{set: "pw-4711"}))
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "pw-4711") {
+			t.Errorf("only %s: %v; want an error naming the other, without the value", set, err)
+		}
+	}
+	c, err := Load(getenvOf(map[string]string{"MCP_SERVER_SANDBOX_REGISTRY_USER": "sbx", "MCP_SERVER_SANDBOX_REGISTRY_PASSWORD": "pw-4711"}))
+	if err != nil || c.Sandbox.RegistryUser != "sbx" || c.Sandbox.RegistryPassword != "pw-4711" {
+		t.Fatalf("both: %+v, %v", c.Sandbox, err)
+	}
+	if attrs := fmt.Sprint(c.LogAttrs()); strings.Contains(attrs, "pw-4711") || !strings.Contains(attrs, "sbx") {
+		t.Errorf("start-up log attributes %s: want the user, never the password", attrs)
 	}
 }
 

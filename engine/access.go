@@ -164,7 +164,7 @@ func (e *Engine) canPull(ctx context.Context, ref string, digests []string, auth
 			down = switchboard.Errorf(switchboard.ErrUnavailable, "image %s was pulled with another project's registry credentials, and its registry cannot be reached to check this project's (%s); try again when it answers", ref, pullCause(err))
 		default:
 			answered = true
-			refused = switchboard.Errorf(switchboard.ErrForbidden, "image %s was pulled with another project's registry credentials, and its registry refused this project's (%s): set the server's registry credentials from this project's secrets", ref, pullCause(err))
+			refused = switchboard.Errorf(switchboard.ErrForbidden, "image %s was pulled with another project's registry credentials, and its registry refused this project's (%s): set this project's own", ref, pullCause(err))
 		}
 	}
 	if down != nil && !answered {

@@ -424,7 +424,7 @@ func imageError(verb, ref string, err error) error {
 	msg := strings.ToLower(err.Error())
 	switch {
 	case cerrdefs.IsUnauthorized(err) || cerrdefs.IsPermissionDenied(err) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "authentication required") || strings.Contains(msg, "no basic auth credentials"):
-		return switchboard.Errorf(switchboard.ErrForbidden, "%s image %s: the registry refused access (%s): check the registry credentials (registry_auth, from the project's secrets)", verb, ref, cause)
+		return switchboard.Errorf(switchboard.ErrForbidden, "%s image %s: the registry refused access (%s): check the registry credentials", verb, ref, cause)
 	case cerrdefs.IsNotFound(err) || strings.Contains(msg, "manifest unknown") || strings.Contains(msg, "not found"):
 		return switchboard.Errorf(switchboard.ErrNotFound, "%s image %s: no such image in its registry (%s)", verb, ref, cause)
 	case strings.Contains(msg, "no space left"):

@@ -347,7 +347,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		if err != nil {
 			return switchboard.HostedStatus{}, err
 		}
-		if err := s.eng.EnsureImage(ctx, p.reg.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project}); err != nil {
+		if err := authHint(s.eng.EnsureImage(ctx, p.reg.Image, engine.PullOptions{Policy: policy, Auth: auth, Owner: project})); err != nil {
 			return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.KindOf(err), "hosted server %q: %s", p.reg.Name, switchboard.Message(err))
 		}
 	}

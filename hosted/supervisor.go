@@ -287,7 +287,7 @@ func (s *supervisor) pull() error {
 		}
 		s.mu.Unlock()
 	}()
-	return s.svc.eng.EnsureImage(s.ctx, s.plan.reg.Image, engine.PullOptions{
+	err = s.svc.eng.EnsureImage(s.ctx, s.plan.reg.Image, engine.PullOptions{
 		Policy: s.svc.pullPolicy(s.plan), Auth: auth, Owner: s.project,
 		Progress: func(p switchboard.PullProgress) {
 			s.mu.Lock()
@@ -298,6 +298,16 @@ func (s *supervisor) pull() error {
 			s.mu.Unlock()
 		},
 	})
+	return authHint(err)
+}
+
+// authHint says where a hosted server's registry credentials come from
+// when the registry refused them.
+func authHint(err error) error {
+	if errors.Is(err, switchboard.ErrForbidden) {
+		return switchboard.Errorf(switchboard.ErrForbidden, "%s (registry_auth, from the project's secrets)", switchboard.Message(err))
+	}
+	return err
 }
 
 // run attaches to container id, registers for its next exit, starts it

@@ -69,8 +69,10 @@ type Options struct {
 	ImagePython string
 	ImageNode   string
 	// PullPolicy is how images that name a registry are pulled ("" is
-	// if-not-present).
+	// if-not-present); RegistryAuth, when set, are the gateway's
+	// credentials for that registry.
 	PullPolicy     engine.PullPolicy
+	RegistryAuth   *engine.RegistryAuth
 	SessionTimeout time.Duration // idle time before a session is stopped; default 30m
 	MaxSessions    int           // per project; default 10
 	DefaultTimeout time.Duration // of one execution; default 30s
@@ -564,8 +566,12 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	if FromRegistry(x.image) {
 		// An image that names its registry (one `sandbox build-image
 		// --push` published) is pulled as the pull policy says.
-		if err := s.opts.Engine.EnsureImage(ctx, x.image, engine.PullOptions{Policy: s.opts.PullPolicy}); err != nil {
-			return "", nil, switchboard.Errorf(switchboard.KindOf(err), "sandbox image for template %s (%s): %s", x.template, variable, switchboard.Message(err))
+		if err := s.opts.Engine.EnsureImage(ctx, x.image, engine.PullOptions{Policy: s.opts.PullPolicy, Auth: s.opts.RegistryAuth}); err != nil {
+			hint := ""
+			if errors.Is(err, switchboard.ErrForbidden) {
+				hint = " (the gateway's MCP_SERVER_SANDBOX_REGISTRY_USER and _PASSWORD)"
+			}
+			return "", nil, switchboard.Errorf(switchboard.KindOf(err), "sandbox image for template %s (%s): %s%s", x.template, variable, switchboard.Message(err), hint)
 		}
 	}
 	rt, err := s.chooseRuntime(ctx)

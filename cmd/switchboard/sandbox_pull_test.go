@@ -15,17 +15,24 @@ import (
 )
 
 // TestSandboxImageFromRegistry: `sandbox build-image --push REGISTRY`
-// publishes the sandbox image, and a gateway whose setting names the
-// pushed image (by digest) on an engine without it pulls it at the first
-// session, which then runs code.
+// publishes the sandbox image to a private registry, and a gateway whose
+// setting names the pushed image (by digest) on an engine without it
+// pulls it at the first session with its sandbox registry credentials,
+// which then runs code; without them the session is refused, naming the
+// settings.
 func TestSandboxImageFromRegistry(t *testing.T) {
 	e := enginetest.New(t)
 	sandboxtest.Image(t, e) // built (or reused) here, as build-image would
-	reg := registrytest.Start(t, "", "")
+	reg := registrytest.Start(t, "sbx", "sbx-pw-7")
 	var out, errOut bytes.Buffer
 	getenv := func(k string) string {
-		if k == "MCP_SERVER_DATA_DIR" {
+		switch k {
+		case "MCP_SERVER_DATA_DIR":
 			return t.TempDir()
+		case "SWITCHBOARD_REGISTRY_USER":
+			return reg.User
+		case "SWITCHBOARD_REGISTRY_PASSWORD":
+			return reg.Password
 		}
 		return ""
 	}
@@ -53,12 +60,28 @@ func TestSandboxImageFromRegistry(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = e.RemoveImage(context.Background(), name) })
 
-	g := sandboxGateway(t, t.TempDir(), map[string]string{"MCP_SERVER_SANDBOX_IMAGE_PYTHON": name, "MCP_SERVER_SANDBOX_IMAGE_NODE": name,
-		"MCP_SERVER_IMAGE_ALLOW": reg.Addr + "/"})
+	env := map[string]string{"MCP_SERVER_SANDBOX_IMAGE_PYTHON": name, "MCP_SERVER_SANDBOX_IMAGE_NODE": name,
+		"MCP_SERVER_IMAGE_ALLOW": reg.Addr + "/", "MCP_SERVER_SANDBOX_WARM_POOL": "0"}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+
+	// Without the gateway's credentials the registry refuses the pull.
+	anon := sandboxGateway(t, t.TempDir(), env)
+	res, err := sdkConnect(t, anon.url+"/mcp", nil).CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print(1)"}})
+	msg := "no error"
+	if err != nil {
+		msg = err.Error()
+	} else if res.IsError {
+		msg = text(t, res)
+	}
+	if !strings.Contains(msg, "refused access") || !strings.Contains(msg, "MCP_SERVER_SANDBOX_REGISTRY_USER") || strings.Contains(msg, reg.Password) {
+		t.Fatalf("execute_code without registry credentials: %s; want the refusal naming the settings", msg)
+	}
+
+	env["MCP_SERVER_SANDBOX_REGISTRY_USER"], env["MCP_SERVER_SANDBOX_REGISTRY_PASSWORD"] = reg.User, reg.Password
+	g := sandboxGateway(t, t.TempDir(), env)
 	cs := sdkConnect(t, g.url+"/mcp", nil)
-	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print(6*7)"}})
+	res, err = cs.CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print(6*7)"}})
 	if err != nil || res.IsError {
 		t.Fatalf("execute_code on the pulled image: %v %+v", err, res)
 	}

@@ -69,9 +69,13 @@ func startSandbox(ctx context.Context, cfg config.Config, st switchboard.Store, 
 	if size == 0 {
 		size = -1
 	}
+	var auth *engine.RegistryAuth
+	if cfg.Sandbox.RegistryUser != "" {
+		auth = &engine.RegistryAuth{Username: cfg.Sandbox.RegistryUser, Password: cfg.Sandbox.RegistryPassword}
+	}
 	svc := sandbox.New(sandbox.Options{
 		Engine: e, Store: st, ImagePython: cfg.Sandbox.ImagePython, ImageNode: cfg.Sandbox.ImageNode, PullPolicy: engine.PullPolicy(cfg.Images.PullPolicy),
-		SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
+		RegistryAuth: auth, SessionTimeout: cfg.Sandbox.SessionTimeout, MaxSessions: cfg.Sandbox.MaxSessions, MaxTimeout: cfg.Sandbox.MaxTimeout,
 		OutputLimit: cfg.Sandbox.OutputLimit, Network: cfg.Sandbox.NetworkMode(), Volumes: mounts, WorkspaceRetention: retention, WorkspaceBytes: size,
 		WarmPool: cfg.Sandbox.WarmPool, WarmPoolMax: cfg.Sandbox.WarmPoolMax, Alive: alive,
 		Logger: log.With("component", "sandbox"),
