@@ -12,11 +12,14 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-mcp/switchboard"
 )
 
 // hostileCase is one malformed or hostile request and what the gateway must
@@ -1299,6 +1302,41 @@ func TestHostileCredentialsInEntries(t *testing.T) {
 		}
 	}
 	body := string(api.must(http.StatusOK, "GET", "/api/v1/projects/shared/servers", nil, nil))
+	for _, l := range literals {
+		if !strings.Contains(body, l) {
+			t.Errorf("the admin's GET does not show %q: the attack proves nothing", l)
+		}
+	}
+}
+
+// TestHostileCredentialsInHostedArgs (issue 20, item 20): a hosted
+// server's command line is masked for a project token as a stdio
+// server's is, in the hosted list and in each server's own read; the
+// admin reads it as registered. No engine is needed: a servers-file
+// entry is listed (failed) with the engine unreachable.
+func TestHostileCredentialsInHostedArgs(t *testing.T) {
+	g := startGateway(t, [][2]any{{"boxed", map[string]any{"hosted": map[string]any{
+		"image": "switchboard-test/any:1", "command": "--api-key=cmdkey-4tr8",
+		"args": []string{"--token=flagtok-6yu1", "--password", "flagpw-1qa5", "--db", "postgres://app:dsnpw-7ws3@db/app?sslmode=off", "--verbose"},
+	}}}}, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken, "DOCKER_HOST": "unix://" + t.TempDir() + "/no-docker.sock"})
+	api := newAPI(t, g.url, adminToken)
+	literals := []string{"cmdkey-4tr8", "flagtok-6yu1", "flagpw-1qa5", "dsnpw-7ws3"}
+	tenant := api.as(api.createToken("default", "tenant").Token)
+	for _, path := range []string{"/api/v1/mcp/servers", "/api/v1/mcp/servers/boxed", "/api/v1/projects/default/mcp/servers", "/api/v1/projects/default/mcp/servers/boxed", "/api/v1/projects/default/servers", "/api/v1/projects/default/status"} {
+		body := string(tenant.must(http.StatusOK, "GET", path, nil, nil))
+		for _, l := range literals {
+			if strings.Contains(body, l) {
+				t.Errorf("a project token's GET %s shows %q", path, l)
+			}
+		}
+	}
+	var st switchboard.HostedStatus
+	tenant.must(http.StatusOK, "GET", "/api/v1/mcp/servers/boxed", nil, &st)
+	want := []string{"--token=[redacted]", "--password", "[redacted]", "--db", "postgres://app:[redacted]@db/app?sslmode=off", "--verbose"}
+	if st.Config.Command != "--api-key=[redacted]" || !slices.Equal(st.Config.Args, want) {
+		t.Errorf("a project token reads command %q, args %q; want the flags and URL kept, each credential [redacted]", st.Config.Command, st.Config.Args)
+	}
+	body := string(api.must(http.StatusOK, "GET", "/api/v1/mcp/servers/boxed", nil, nil))
 	for _, l := range literals {
 		if !strings.Contains(body, l) {
 			t.Errorf("the admin's GET does not show %q: the attack proves nothing", l)

@@ -67,6 +67,21 @@ func (a *API) hostAllowed(r *http.Request) error {
 	return a.opts.Access.AllowAdmin(r, "a hosted server runs a container on the gateway's host; managing or calling one")
 }
 
+// shownHosted is st as the sender of r may read it: everyone but the
+// admin reads the container's command line with its credentials masked
+// (--token=..., --password ..., URLs), as a stdio server's (mask.go).
+func (a *API) shownHosted(r *http.Request, st switchboard.HostedStatus) switchboard.HostedStatus {
+	if a.opts.Access.AllowAdmin(r, "") == nil {
+		return st
+	}
+	argv := maskArgs(append([]string{st.Config.Command}, st.Config.Args...))
+	st.Config.Command = argv[0]
+	if len(st.Config.Args) > 0 {
+		st.Config.Args = argv[1:]
+	}
+	return st
+}
+
 var hostedRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // hostedID is the {id} of a route: a row ID or a server name.
@@ -107,6 +122,9 @@ func (a *API) listHosted(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	for i := range list {
+		list[i] = a.shownHosted(r, list[i])
+	}
 	writeJSON(w, http.StatusOK, apiclient.HostedList{Servers: list})
 	return nil
 }
@@ -131,7 +149,7 @@ func (a *API) createHosted(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("hosted server registered", "project", p, "server", st.Name, "image", st.Image)
-	writeJSON(w, http.StatusCreated, st)
+	writeJSON(w, http.StatusCreated, a.shownHosted(r, st))
 	return nil
 }
 
@@ -144,7 +162,7 @@ func (a *API) getHosted(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, a.shownHosted(r, st))
 	return nil
 }
 
@@ -175,7 +193,7 @@ func (a *API) restartHosted(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, a.shownHosted(r, st))
 	return nil
 }
 
