@@ -235,5 +235,10 @@ func (a *auth) adminOnly(p Principal, what string) error {
 	if p.Admin {
 		return nil
 	}
+	if a.admin == "" {
+		// Dev mode has no admin token to send: its admin is a request
+		// without one, and a project token stays within its project.
+		return switchboard.Errorf(switchboard.ErrForbidden, "%s is an admin action, and a project token reaches only its project: in dev mode (no MCP_SERVER_ADMIN_TOKEN) send it without a token (SWITCHBOARD_TOKEN= switchboard ...)", what)
+	}
 	return switchboard.Errorf(switchboard.ErrForbidden, "%s needs the admin token (MCP_SERVER_ADMIN_TOKEN)", what)
 }

@@ -156,6 +156,12 @@ func TestAdminOnly(t *testing.T) {
 	if err := a.adminOnly(Principal{Token: switchboard.Token{ID: "1", ProjectID: "a"}}, "creating a token"); !errors.Is(err, switchboard.ErrForbidden) {
 		t.Errorf("project token took an admin action: %v", err)
 	}
+	// Dev mode (issue 20, item 3): no admin token exists to send, so the
+	// refusal says to send the action without the project token.
+	err := newAuth(nil, "").adminOnly(Principal{Token: switchboard.Token{ID: "1", ProjectID: "a"}}, "reloading the servers file")
+	if !errors.Is(err, switchboard.ErrForbidden) || !strings.Contains(err.Error(), "without a token") || strings.Contains(err.Error(), "needs the admin token") {
+		t.Errorf("dev mode, project token: %v; want 403 saying to send it without a token", err)
+	}
 }
 
 // pausingTokens is the real store with a pause after each token read, to
