@@ -172,7 +172,7 @@ func (s *Service) refill(k poolKey) {
 // reserved in filling and pending; it releases the place.
 func (s *Service) fill(k poolKey) error {
 	image, _ := s.imageFor(k.template)
-	x := &session{id: newID("sbx-"), project: k.project, template: k.template, flavor: k.flavor, image: image, createdAt: time.Now()}
+	x := &session{id: NewSessionID(), project: k.project, template: k.template, flavor: k.flavor, image: image, createdAt: time.Now()}
 	x.workspaceID = newID("ws-")
 	release := func(keep bool) bool {
 		s.mu.Lock()

@@ -319,6 +319,11 @@ func (s *Service) sweep() {
 	}
 }
 
+// NewSessionID is a new sandbox session id: "sbx-" and 16 hex digits, a
+// look of its own among the ids a client reads (MCP sessions are "mcp-",
+// the instance "sb-").
+func NewSessionID() string { return newID("sbx-") }
+
 // newID returns a random identifier with prefix p.
 func newID(p string) string {
 	var b [8]byte
@@ -416,7 +421,7 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 // createOn starts a session on workspace wsID, or on a new workspace
 // when wsID is "".
 func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
-	return s.createAs(ctx, newID("sbx-"), project, agent, template, flavor, wsID)
+	return s.createAs(ctx, NewSessionID(), project, agent, template, flavor, wsID)
 }
 
 // createAs is createOn for a session named id (Resume keeps a session's

@@ -466,7 +466,7 @@ type clientAnswer struct {
 // resolve hands a client's response to the request waiting for it; it
 // reports false when no request of that session has that id.
 func (o *outbound) resolve(session string, m *rpcMessage) bool {
-	if len(m.ID) == 0 || !strings.HasPrefix(string(m.ID), `"sb-`) {
+	if len(m.ID) == 0 || !strings.HasPrefix(string(m.ID), `"req-`) {
 		return false
 	}
 	v, ok := o.pending.LoadAndDelete(session + "\x00" + string(m.ID))
@@ -519,7 +519,7 @@ func (p *peer) Request(ctx context.Context, method string, params json.RawMessag
 	if !p.caps.allows(method) {
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
 	}
-	id := `"sb-` + strconv.FormatInt(p.s.out.seq.Add(1), 10) + `"`
+	id := `"req-` + strconv.FormatInt(p.s.out.seq.Add(1), 10) + `"`
 	key := p.session + "\x00" + id
 	ch := make(chan clientAnswer, 1)
 	p.s.out.pending.Store(key, ch)

@@ -108,7 +108,7 @@ func (p *roundPeer) Request(ctx context.Context, method string, params json.RawM
 	if !p.caps.allows(method) {
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
 	}
-	a := &ask{key: "sb-" + strconv.FormatInt(p.s.out.seq.Add(1), 10), method: method, params: params, reply: make(chan clientAnswer, 1)}
+	a := &ask{key: "input-" + strconv.FormatInt(p.s.out.seq.Add(1), 10), method: method, params: params, reply: make(chan clientAnswer, 1)}
 	select {
 	case p.call.asks <- a:
 	case <-ctx.Done():
