@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
@@ -156,8 +157,7 @@ func (c *Console) loadOverview(r *http.Request, p apiclient.Project) (projectOve
 			o.Problems++
 		}
 		if s.Status != nil && s.Enabled {
-			// As tools/list counts: shadowed names once, with their owner.
-			o.Tools += max(s.Status.Tools-len(s.Status.Shadowed), 0)
+			o.Tools += switchboard.ListedTools(*s.Status) // as tools/list counts
 		}
 	}
 	var st struct {

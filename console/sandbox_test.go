@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,37 @@ func TestSandboxPage(t *testing.T) {
 	pt.login(g.projectToken(t, "b"), "b")
 	if p := pt.get("/ui/p/a/sandbox"); p.status != http.StatusForbidden {
 		t.Errorf("project token, another project's sandbox: %d, want 403", p.status)
+	}
+}
+
+// TestSandboxPageReadable (issue 20, item 9): a workspace's UUID shows
+// as its first 8 characters (the whole id in the title), a healthy ready
+// (or running) badge is green (good), others neutral, and times read as
+// relative ("5 min ago"), with the UTC time only in the tooltip.
+func TestSandboxPageReadable(t *testing.T) {
+	const ws, snap = "3f2a9c4e-1b7d-4e8a-9c21-5d6e7f809a1b", "8c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
+	f := &fakeSandbox{off: map[string]bool{}, rows: []map[string]any{
+		{"workspace_id": ws, "status": "ready", "last_used_at": time.Now().Add(-5 * time.Minute)},
+		{"workspace_id": "d0d0d0d0-0000-4000-8000-000000000000", "status": "creating", "last_used_at": time.Now()},
+		{"workspace_id": snap, "status": "snapshot", "snapshot_of": ws, "created_at": time.Now().Add(-2 * time.Hour)},
+	}}
+	g := newGatewayWith(t, adminToken, nil, f)
+	b := g.browser(t)
+	b.login(adminToken, "")
+	p := b.get("/ui/p/a/sandbox")
+	for _, want := range []string{
+		`<th scope="row"><code title="` + ws + `">3f2a9c4e</code>`,
+		`<span class="state good">ready</span>`,
+		`<span class="state neutral">creating</span>`,
+		`<code title="` + snap + `">8c1d2e3f</code> of <code title="` + ws + `">3f2a9c4e</code>`,
+		`>5 min ago</time>`,
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("sandbox page lacks %s", want)
+		}
+	}
+	if m := regexp.MustCompile(`>[^<>]*UTC[^<>]*<`).FindString(p.body); m != "" {
+		t.Errorf("sandbox page shows UTC as text: %s (the UTC time belongs in the tooltip)", m)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -507,6 +508,14 @@ func TestCollisionsAndPrefix(t *testing.T) {
 	if st.Tools != len(names) {
 		t.Errorf("status counts %d tools, tools/list returns %d", st.Tools, len(names))
 	}
+	// The console's Overview too (issue 20, item 5), for the project and
+	// on the page of all projects.
+	for _, path := range []string{"/ui/p/default/", "/ui/"} {
+		page := httpText(t, g.url+path)
+		if want := "<dt>Tools</dt><dd>" + strconv.Itoa(len(names)) + "</dd>"; !strings.Contains(page, want) {
+			t.Errorf("the Overview (%s) lacks %s, what tools/list returns", path, want)
+		}
+	}
 	for _, u := range st.Upstreams {
 		switch u.Name {
 		case "b":
@@ -519,6 +528,21 @@ func TestCollisionsAndPrefix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// httpText is the body of a GET of url, which must answer 200.
+func httpText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
 }
 
 func TestReloadKeepsSessionsAndUnchangedServers(t *testing.T) {
