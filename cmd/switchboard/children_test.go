@@ -20,6 +20,7 @@ import (
 // and ignores SIGTERM and SIGHUP; a restart on the same data dir runs one
 // copy of the child, not a second one beside an orphan.
 func TestNoChildOutlivesKill(t *testing.T) {
+	t.Parallel() // its own processes, data dir and engine instance
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	grandPidFile := filepath.Join(dir, "grandchild")

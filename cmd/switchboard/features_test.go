@@ -45,10 +45,13 @@ var featureFixtures = sync.OnceValues(func() ([2]string, error) {
 	return bins, nil
 })
 
-// removeFeatureFixtures deletes what featureFixtures built (TestMain).
+// removeFeatureFixtures deletes what featureFixtures and gatewayBinary
+// built (TestMain).
 func removeFeatureFixtures() {
-	if fixturesDir != "" {
-		_ = os.RemoveAll(fixturesDir)
+	for _, dir := range []string{fixturesDir, gatewayDir} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 }
 

@@ -29,9 +29,13 @@ func TestIDLooks(t *testing.T) {
 	for k, v := range map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ask"} {
 		r.header.Set(k, v)
 	}
-	rep := r.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"name":"q"},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`)
+	call := func(extra string) *rpcReply {
+		return r.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"name":"q"},` + extra +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`)
+	}
+	rep := call("")
 	var round struct {
+		RequestState  string                     `json:"requestState"`
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 	}
 	if err := json.Unmarshal(rep.msg.Result, &round); err != nil || len(round.InputRequests) != 1 {
@@ -40,6 +44,10 @@ func TestIDLooks(t *testing.T) {
 	inputKey := ""
 	for k := range round.InputRequests {
 		inputKey = k
+	}
+	// Answer it, so that no call is left waiting when the gateway stops.
+	if rep := call(`"requestState":"` + round.RequestState + `","inputResponses":{"` + inputKey + `":{"role":"assistant","model":"m","content":{"type":"text","text":"a"}}},`); rep.code() != 0 {
+		t.Errorf("answering the input request: %d %s", rep.Status, rep.Body)
 	}
 
 	st, err := sqlite.Open(t.Context(), t.TempDir())

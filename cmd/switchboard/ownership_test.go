@@ -141,6 +141,7 @@ func stillServes(t *testing.T, cs *mcp.ClientSession, sid string) {
 // starts, runs its own session (A's hosted server it serves through A), and stops, removing only its own. A keeps
 // every container and answers the next call.
 func TestTwoStartsOnOneDataDir(t *testing.T) {
+	t.Parallel() // its own processes, data dir and engine instance
 	dir := t.TempDir()
 	env, servers := ownedGatewayEnv(t, testInstance("own-starts"), map[string]string{"MCP_SERVER_DATA_DIR": dir})
 	a := startGateway(t, servers, env)
@@ -323,6 +324,7 @@ func TestProjectDeleteRemovesEverything(t *testing.T) {
 // and runs exactly one copy of the hosted server; the session's
 // workspace is kept, the warm container's goes (volume and row).
 func TestKillRecoversContainers(t *testing.T) {
+	t.Parallel() // its own processes, data dir and engine instance
 	bin := buildBinary(t)
 	inst := testInstance("own-kill")
 	envMap, servers := ownedGatewayEnv(t, inst, map[string]string{"MCP_SERVER_OWNER_LEASE": "1h", "MCP_SERVER_SANDBOX_WARM_POOL": "1"})

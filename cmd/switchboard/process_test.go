@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,18 +19,35 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
-// buildBinary compiles the gateway once per test run.
+// buildBinary is the gateway built as a binary, once per test run: the
+// tests that run it as a process share the one build (each of its own
+// took 3-10 s of linking).
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
+	_, err := exec.LookPath("go")
 	testenv.Need(t, "go", err == nil, "go toolchain not in PATH")
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	cmd := exec.Command(gobin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := gatewayBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
+
+var gatewayBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "switchboard-gateway-")
+	if err != nil {
+		return "", err
+	}
+	gatewayDir = dir
+	bin := filepath.Join(dir, "switchboard")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", &buildError{".", string(out), err}
+	}
+	return bin, nil
+})
+
+// gatewayDir holds what gatewayBinary built; TestMain removes it.
+var gatewayDir string
 
 // logWatcher reads the gateway's JSON log lines and lets a test wait for
 // a message without sleeping.
@@ -73,6 +91,7 @@ func (w *logWatcher) waitFor(t *testing.T, msg string) map[string]any {
 // TestProcessLifecycle runs the real binary: SIGHUP reloads the servers
 // file and stops removed children; SIGTERM exits 0 and leaves no child.
 func TestProcessLifecycle(t *testing.T) {
+	t.Parallel() // its own processes, data dir and engine instance
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "servers.json")
@@ -124,6 +143,7 @@ func TestProcessLifecycle(t *testing.T) {
 // TestStartFailures: a taken port or a bad configuration exits non-zero
 // with a message that says why.
 func TestStartFailures(t *testing.T) {
+	t.Parallel() // its own processes, data dir and engine instance
 	bin := buildBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
