@@ -21,6 +21,7 @@ import (
 // which then runs code; without them the session is refused, naming the
 // settings.
 func TestSandboxImageFromRegistry(t *testing.T) {
+	t.Parallel() // its own registry and image names; mostly waits on the push and the pull
 	e := enginetest.New(t)
 	sandboxtest.Image(t, e) // built (or reused) here, as build-image would
 	reg := registrytest.Start(t, "sbx", "sbx-pw-7")
