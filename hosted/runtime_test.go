@@ -18,7 +18,9 @@ import (
 // runs under the default, as its status and its container both say.
 func TestRegistrationRuntime(t *testing.T) {
 	const unlisted = "switchboard-no-such-runtime"
-	eng := enginetest.NewWith(t, func(o *engine.Options) { o.Runtime = unlisted })
+	// No probe image, so auto takes the engine's default whatever else it
+	// lists (also in CI's pass under SWITCHBOARD_TEST_RUNTIME=runsc).
+	eng := enginetest.NewWith(t, func(o *engine.Options) { o.Runtime, o.ProbeImage = unlisted, "" })
 	ctx := context.Background()
 	info, err := eng.Info(ctx)
 	if err != nil {
