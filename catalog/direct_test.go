@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 )
 
@@ -22,18 +23,7 @@ import (
 // or the idle expiry; mcp-add works without a session; mcp-find shows
 // each server's tools.
 func TestCallCatalogToolByName(t *testing.T) {
-	eng := enginetest.New(t)
-	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
-registry:
-  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}]}
-  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
-`, image, image)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, Version: "test"})
-	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	o, eng := byNameEnv(t, 0)
 	ctx := context.Background()
 	st := o.SessionTools("p")
 	call := func(session, tool, args string) string {
@@ -41,17 +31,7 @@ registry:
 		if !st.ProvidesTool(tool) {
 			t.Fatalf("the catalog does not know who offers %s", tool)
 		}
-		res, err := st.CallCatalogTool(ctx, switchboard.CallRequest{Project: "p", Session: session, Tool: tool, Arguments: json.RawMessage(args)})
-		if err != nil {
-			t.Fatalf("%s on session %q: %v", tool, session, err)
-		}
-		var r struct {
-			Content []struct{ Text string } `json:"content"`
-		}
-		if json.Unmarshal(res, &r) != nil || len(r.Content) == 0 {
-			t.Fatalf("%s result %s", tool, res)
-		}
-		return r.Content[0].Text
+		return callByName(t, o, "p", session, tool, args)
 	}
 
 	// Per-call, sessionless and with a session: a container per call.
@@ -157,4 +137,41 @@ registry:
 	if err := <-stalled; err == nil {
 		t.Error("the stalled start succeeded")
 	}
+}
+
+// byNameEnv is a catalog whose entries list their tools: "callfix" (echo)
+// a container per call, "longfix" (write_file, read_file) long-lived;
+// with a warm pool of warm per-call containers.
+func byNameEnv(t *testing.T, warm int) (*catalog.OnDemand, *engine.Engine) {
+	t.Helper()
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, fixturePkg)
+	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
+registry:
+  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}]}
+  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
+`, image, image)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, Version: "test", WarmPool: warm})
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	return o, eng
+}
+
+// callByName calls a catalog tool by its name (no mcp-add) for session
+// of project ("" sessionless) and returns its first text.
+func callByName(t *testing.T, o *catalog.OnDemand, project, session, tool, args string) string {
+	t.Helper()
+	res, err := o.SessionTools(project).CallCatalogTool(context.Background(), switchboard.CallRequest{Project: project, Session: session, Tool: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("%s in %s on session %q: %v", tool, project, session, err)
+	}
+	var r struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if json.Unmarshal(res, &r) != nil || len(r.Content) == 0 {
+		t.Fatalf("%s result %s", tool, res)
+	}
+	return r.Content[0].Text
 }

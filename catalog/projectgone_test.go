@@ -2,16 +2,11 @@ package catalog_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/engine"
-	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 )
 
 // TestOnDemandProjectGone: deleting a project (ProjectGone, what the
@@ -20,32 +15,11 @@ import (
 // ones and its warm pool's, and nothing of another project, whose
 // long-lived server keeps its state and answers.
 func TestOnDemandProjectGone(t *testing.T) {
-	eng := enginetest.New(t)
-	image := enginetest.GoImage(t, eng, fixturePkg)
-	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
-registry:
-  callfix: {image: %q, disableNetwork: true, tools: [{name: echo}]}
-  longfix: {image: %q, longLived: true, disableNetwork: true, tools: [{name: write_file}, {name: read_file}]}
-`, image, image)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := catalog.NewOnDemand(catalog.OnDemandOptions{Engine: eng, Catalog: cat, Version: "test", WarmPool: 1})
-	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	o, eng := byNameEnv(t, 1)
 	ctx := context.Background()
 	call := func(project, session, tool, args string) string {
 		t.Helper()
-		res, err := o.SessionTools(project).CallCatalogTool(ctx, switchboard.CallRequest{Project: project, Session: session, Tool: tool, Arguments: json.RawMessage(args)})
-		if err != nil {
-			t.Fatalf("%s in %s on session %q: %v", tool, project, session, err)
-		}
-		var r struct {
-			Content []struct{ Text string } `json:"content"`
-		}
-		if json.Unmarshal(res, &r) != nil || len(r.Content) == 0 {
-			t.Fatalf("%s result %s", tool, res)
-		}
-		return r.Content[0].Text
+		return callByName(t, o, project, session, tool, args)
 	}
 	of := func(project string) int {
 		t.Helper()

@@ -19,16 +19,9 @@ import (
 // entries without one, naming it), and the status says what each
 // entry's containers run under, as the engine reports them.
 func TestCatalogEntryRuntime(t *testing.T) {
-	const unlisted = "switchboard-no-such-runtime"
-	// No probe image, so auto takes the engine's default whatever else it
-	// lists (also in CI's pass under SWITCHBOARD_TEST_RUNTIME=runsc).
-	eng := enginetest.NewWith(t, func(o *engine.Options) { o.Runtime, o.ProbeImage = unlisted, "" })
+	const unlisted = enginetest.UnlistedRuntime
+	eng, def := enginetest.NewUnlisted(t)
 	ctx := context.Background()
-	info, err := eng.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	def := info.DefaultRuntime
 	image := enginetest.GoImage(t, eng, fixturePkg)
 	cat, err := catalog.ParseCatalog(strings.NewReader(fmt.Sprintf(`
 registry:

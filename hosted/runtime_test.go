@@ -17,20 +17,13 @@ import (
 // nothing is stored; one naming the engine's default runtime, or auto,
 // runs under the default, as its status and its container both say.
 func TestRegistrationRuntime(t *testing.T) {
-	const unlisted = "switchboard-no-such-runtime"
-	// No probe image, so auto takes the engine's default whatever else it
-	// lists (also in CI's pass under SWITCHBOARD_TEST_RUNTIME=runsc).
-	eng := enginetest.NewWith(t, func(o *engine.Options) { o.Runtime, o.ProbeImage = unlisted, "" })
+	const unlisted = enginetest.UnlistedRuntime
+	eng, def := enginetest.NewUnlisted(t)
 	ctx := context.Background()
-	info, err := eng.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	def := info.DefaultRuntime
 	e := newEnv(t, eng, nil, fastTiming())
 	svc := e.start()
 
-	_, err = svc.Register(ctx, "default", switchboard.HostedRegistration{Name: "plain", Image: e.image})
+	_, err := svc.Register(ctx, "default", switchboard.HostedRegistration{Name: "plain", Image: e.image})
 	if !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(switchboard.Message(err), unlisted) {
 		t.Fatalf("a server under the unlisted setting: %v; want ErrInvalid naming %s", err, unlisted)
 	}

@@ -81,6 +81,25 @@ func NewWith(t testing.TB, mod func(*engine.Options)) *engine.Engine {
 	return e
 }
 
+// UnlistedRuntime is a runtime name no engine lists.
+const UnlistedRuntime = "switchboard-no-such-runtime"
+
+// NewUnlisted returns an engine whose runtime setting is UnlistedRuntime
+// (what takes no runtime of its own is refused), without a probe image so
+// that auto is the engine's default whatever else it lists (also under
+// RuntimeEnv), and that default's name.
+func NewUnlisted(t testing.TB) (*engine.Engine, string) {
+	t.Helper()
+	e := NewWith(t, func(o *engine.Options) { o.Runtime, o.ProbeImage = UnlistedRuntime, "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, info.DefaultRuntime
+}
+
 // Cleanup removes every container and volume of e's instance.
 func Cleanup(t testing.TB, e *engine.Engine) {
 	t.Helper()
