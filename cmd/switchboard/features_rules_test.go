@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -134,16 +133,7 @@ func TestFeatureListChangedOnListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	events := make(chan string, 16)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- d
-			}
-		}
-	}()
+	events := sseData(resp.Body)
 	next := func() string {
 		t.Helper()
 		select {

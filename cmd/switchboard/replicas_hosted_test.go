@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -251,12 +250,7 @@ func TestHostedReplicas(t *testing.T) {
 				}
 			}
 		})
-		if err := owner.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		<-owner.drained
-		_ = owner.cmd.Wait()
-		owner.waited = true
+		owner.term()
 		delete(gateways, owner.url)
 		eventually(t, opTimeout, func() (bool, string) {
 			st := hostedOwner(t, other)
@@ -306,10 +300,7 @@ func TestHostedReplicas(t *testing.T) {
 	})
 
 	for _, g := range gateways {
-		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		<-g.drained
-		_ = g.cmd.Wait()
-		g.waited = true
+		g.term()
 	}
 	if n := stopWatch(); n < 10 {
 		t.Errorf("only %d samples of the engine were taken", n)

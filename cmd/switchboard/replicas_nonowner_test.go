@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -92,10 +91,7 @@ func TestHostedThroughNonOwner(t *testing.T) {
 	})
 
 	for _, g := range []*binGateway{a, b} {
-		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		<-g.drained
-		_ = g.cmd.Wait()
-		g.waited = true
+		g.term()
 	}
 	if n := stopWatch(); n < 10 {
 		t.Errorf("only %d samples of the engine were taken", n)

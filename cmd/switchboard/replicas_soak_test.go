@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -167,10 +166,7 @@ func TestReplicaSoak(t *testing.T) {
 			g.kill(t)
 			kills++
 		} else {
-			_ = g.cmd.Process.Signal(syscall.SIGTERM)
-			<-g.drained
-			_ = g.cmd.Wait()
-			g.waited = true
+			g.term()
 			terms++
 		}
 		time.Sleep(time.Duration(1000+rand.IntN(1000)) * time.Millisecond)
@@ -213,10 +209,7 @@ func TestReplicaSoak(t *testing.T) {
 		return bad == "", bad
 	})
 	for _, g := range slots {
-		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		<-g.drained
-		_ = g.cmd.Wait()
-		g.waited = true
+		g.term()
 	}
 	samples := stopWatch()
 	if got := instanceContainers(t, rs.inst); len(got) != 0 {

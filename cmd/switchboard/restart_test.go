@@ -81,6 +81,15 @@ func startBinary(t *testing.T, bin string, env ...string) *binGateway {
 	return g
 }
 
+// term sends SIGTERM and waits until the gateway has drained and
+// exited.
+func (g *binGateway) term() {
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	<-g.drained
+	_ = g.cmd.Wait()
+	g.waited = true
+}
+
 // kill sends SIGKILL and reaps the process; it is idempotent.
 func (g *binGateway) kill(t *testing.T) {
 	t.Helper()

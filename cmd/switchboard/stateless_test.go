@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -495,16 +496,7 @@ func TestStatelessListenStream(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	events := make(chan string, 16)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- d
-			}
-		}
-	}()
+	events := sseData(resp.Body)
 	next := func() string {
 		t.Helper()
 		select {
@@ -547,4 +539,20 @@ func TestStatelessListenStream(t *testing.T) {
 		}
 	}
 	t.Error("the listen stream ended without its result at shutdown")
+}
+
+// sseData reads an SSE stream's data lines, one value each, until it
+// ends (then the channel is closed).
+func sseData(body io.Reader) <-chan string {
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+	}()
+	return events
 }
