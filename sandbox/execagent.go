@@ -39,8 +39,9 @@ import (
 // 20 ms while a program runs and, beyond it, kills every process of the
 // program with the most (its process group), saying so on its stderr;
 // the program's exit is then SIGKILL's (137), not a timeout. Processes
-// left once no program runs (forked while their group was killed) are
-// killed by session.
+// of no running program's session (forked while their group was killed,
+// or escaped into a session of their own) are killed first, so a program
+// started right after a bomb is not blamed for its leftovers.
 const supervisorPy = `
 import base64, json, os, resource, signal, subprocess, sys, threading, time
 lim = int(sys.argv[1])
@@ -70,22 +71,25 @@ def cull():
         try: n = sum(1 for d in os.listdir("/proc") if d.isdigit())
         except OSError: continue
         if n <= maxp: continue
+        by = sessions()
+        # First what no running program owns: left over from an ended one
+        # (a child forked while its group was killed) or escaped into a
+        # session of its own. A program started meanwhile is not blamed
+        # for them.
         running = list(procs.items())
+        live = set(p.pid for _, p in running)
+        stray = [q for sid, pids in by.items() if sid not in (mysid, 0, 1) and sid not in live for q in pids]
+        if stray:
+            for q in stray:
+                try: os.kill(q, signal.SIGKILL)
+                except OSError: pass
+            continue
         if running:
             if len(running) > 1:
-                by = sessions()
                 running.sort(key=lambda ip: len(by.get(ip[1].pid, ())))
             i, p = running[-1]
             capped.add(i)
             killpg(p)
-            continue
-        # Left over from an ended program (a child forked while its group
-        # was killed): every process of every program's session goes.
-        for sid, pids in sessions().items():
-            if sid in (mysid, 0, 1): continue
-            for q in pids:
-                try: os.kill(q, signal.SIGKILL)
-                except OSError: pass
 out = sys.stdout.buffer
 wlock = threading.Lock()
 procs = {}
