@@ -588,6 +588,10 @@ func (s *Service) serveMCP(w http.ResponseWriter, r *http.Request) {
 	sup := s.sups[id]
 	s.mu.Unlock()
 	forwarded := r.Header.Get(forwardedHeader) != ""
+	if forwarded && s.draining.Load() {
+		http.Error(w, "this replica is stopping; its servers go to the next owner", http.StatusMisdirectedRequest)
+		return
+	}
 	if sup == nil && forwarded {
 		http.Error(w, "this replica does not own the server", http.StatusMisdirectedRequest)
 		return
@@ -755,7 +759,7 @@ func (s *Service) serveOp(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	sup := s.sups[id]
 	s.mu.Unlock()
-	if sup == nil {
+	if sup == nil || s.draining.Load() {
 		http.Error(w, "this replica does not own the server", http.StatusMisdirectedRequest)
 		return
 	}

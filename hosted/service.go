@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
@@ -95,6 +96,10 @@ type Service struct {
 	timing Timing
 
 	regMu sync.Mutex // serializes registrations and deletions (name checks)
+
+	// draining: the gateway is stopping (Drain); other replicas' hops are
+	// sent on to the next owner instead of into a hub that is closing.
+	draining atomic.Bool
 
 	mu     sync.Mutex
 	sups   map[string]*supervisor   // by row ID
@@ -926,6 +931,14 @@ func providerOf(runtime string) string {
 
 // Close stops every container (SIGTERM, then SIGKILL after
 // ShutdownTimeout), all at once, and removes them; volumes stay.
+// Drain is called when the gateway starts stopping, before its client
+// sessions and upstream connections close: from then on a hop from
+// another replica is answered 421, so that replica waits for the next
+// owner (this one lets its leases go in Close) instead of getting an
+// error from a connection that is closing. Nothing has run for a hop
+// answered so.
+func (s *Service) Drain() { s.draining.Store(true) }
+
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
