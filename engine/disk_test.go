@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // diskEngine returns a real engine with sized volumes in a fresh disk
@@ -180,8 +181,10 @@ func TestRestoreDisksRemovesOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Removed outside the gateway: the image and its loop device stay.
-	if out, err := exec.Command("docker", "volume", "rm", vol).CombinedOutput(); err != nil {
-		t.Skipf("docker volume rm: %v %s", err, out)
+	docker, lerr := exec.LookPath("docker")
+	testenv.Need(t, "docker", lerr == nil, "no docker command to remove the volume outside the gateway")
+	if out, err := exec.Command(docker, "volume", "rm", vol).CombinedOutput(); err != nil {
+		t.Fatalf("docker volume rm: %v %s", err, out)
 	}
 	if devs := loopsUnder(dir); len(devs) != 1 {
 		t.Fatalf("loop devices before: %v, want one", devs)
