@@ -58,24 +58,10 @@ func TestFeatureCapabilities(t *testing.T) {
 	got := caps(rep.msg.Result)
 	want := map[string]string{"prompts": `{"listChanged":true}`, "resources": `{"listChanged":true,"subscribe":true}`,
 		"logging": `{}`, "completions": `{}`, "tools": `{"listChanged":true}`}
-	for k, v := range want {
-		var a, b any
-		_ = json.Unmarshal([]byte(v), &a)
-		_ = json.Unmarshal(got[k], &b)
-		if diff := cmp.Diff(a, b); diff != "" {
-			t.Errorf("initialize capabilities.%s (-want +got):\n%s", k, diff)
-		}
-	}
+	sameCaps(t, "initialize", got, want)
 	got = caps(post2026(t, g.url+"/mcp", "server/discover", "", "", "{}").msg.Result)
 	want = map[string]string{"prompts": `{"listChanged":true}`, "resources": `{"listChanged":true}`, "completions": `{}`, "tools": `{"listChanged":true}`}
-	for k, v := range want {
-		var a, b any
-		_ = json.Unmarshal([]byte(v), &a)
-		_ = json.Unmarshal(got[k], &b)
-		if diff := cmp.Diff(a, b); diff != "" {
-			t.Errorf("server/discover capabilities.%s (-want +got):\n%s", k, diff)
-		}
-	}
+	sameCaps(t, "server/discover", got, want)
 	if _, ok := got["logging"]; ok {
 		t.Errorf("server/discover declares logging, which 2026-07-28 clients do not get")
 	}
@@ -122,16 +108,7 @@ func TestFeatureListChangedOnListen(t *testing.T) {
 	if rep := post2026(t, g.url+"/mcp", "prompts/list", "", "", "{}"); rep.code() != 0 {
 		t.Fatalf("prompts/list: %s", rep.Body)
 	}
-	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true,"resourcesListChanged":true},"_meta":{`+meta2026+`}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := listen2026(t, g.url+"/mcp", `{"notifications":{"promptsListChanged":true,"resourcesListChanged":true},"_meta":{`+meta2026+`}}`)
 	defer resp.Body.Close()
 	events := sseData(resp.Body)
 	next := func() string {
@@ -227,4 +204,17 @@ func TestRequestsBackRefused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sameCaps compares each capability in want (JSON) with got's, as values.
+func sameCaps(t *testing.T, where string, got map[string]json.RawMessage, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		var a, b any
+		_ = json.Unmarshal([]byte(v), &a)
+		_ = json.Unmarshal(got[k], &b)
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s capabilities.%s (-want +got):\n%s", where, k, diff)
+		}
+	}
 }

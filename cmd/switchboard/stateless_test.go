@@ -482,16 +482,7 @@ func TestStatelessListenStream(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, [][2]any{{"up", stdioServer("up")}}, nil)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+meta+`}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := listen2026(t, g.url+"/mcp", `{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+meta+`}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -555,4 +546,20 @@ func sseData(body io.Reader) <-chan string {
 		}
 	}()
 	return events
+}
+
+// listen2026 opens a 2026-07-28 subscriptions/listen stream (id "L1")
+// with params; the caller closes its body.
+func listen2026(t *testing.T, url, params string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":`+params+`}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
