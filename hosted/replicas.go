@@ -588,9 +588,12 @@ func (s *Service) serveMCP(w http.ResponseWriter, r *http.Request) {
 	sup := s.sups[id]
 	s.mu.Unlock()
 	forwarded := r.Header.Get(forwardedHeader) != ""
-	if forwarded && s.draining.Load() {
-		http.Error(w, "this replica is stopping; its servers go to the next owner", http.StatusMisdirectedRequest)
-		return
+	if forwarded {
+		if !s.enterHop() {
+			http.Error(w, "this replica is stopping; its servers go to the next owner", http.StatusMisdirectedRequest)
+			return
+		}
+		defer s.hops.Done()
 	}
 	if sup == nil && forwarded {
 		http.Error(w, "this replica does not own the server", http.StatusMisdirectedRequest)

@@ -99,7 +99,10 @@ type Service struct {
 
 	// draining: the gateway is stopping (Drain); other replicas' hops are
 	// sent on to the next owner instead of into a hub that is closing.
+	// hops counts the hops being relayed here, which Drain waits for.
 	draining atomic.Bool
+	hopMu    sync.Mutex
+	hops     sync.WaitGroup
 
 	mu     sync.Mutex
 	sups   map[string]*supervisor   // by row ID
@@ -936,8 +939,31 @@ func providerOf(runtime string) string {
 // another replica is answered 421, so that replica waits for the next
 // owner (this one lets its leases go in Close) instead of getting an
 // error from a connection that is closing. Nothing has run for a hop
-// answered so.
-func (s *Service) Drain() { s.draining.Store(true) }
+// answered so. It returns once the hops being relayed have their
+// answers, or ctx ends.
+func (s *Service) Drain(ctx context.Context) {
+	s.hopMu.Lock()
+	s.draining.Store(true)
+	s.hopMu.Unlock()
+	done := make(chan struct{})
+	go func() { s.hops.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// enterHop counts a hop from another replica being relayed here; false
+// once draining (the hop is answered 421).
+func (s *Service) enterHop() bool {
+	s.hopMu.Lock()
+	defer s.hopMu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.hops.Add(1)
+	return true
+}
 
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()

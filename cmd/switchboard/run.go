@@ -298,7 +298,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	serveErr := make(chan error, 1) // Serve returns once srv shuts down
 	go func() { serveErr <- srv.Serve(ln) }()
 	undo.push("http", func(ctx context.Context) error {
-		hr.svc.Drain() // other replicas' hops wait for the next owner from now on
+		hr.svc.Drain(ctx) // other replicas' hops wait for the next owner from now on; those relayed here get their answers first
 		// Both at once: srv.Shutdown stops accepting and waits for requests
 		// in flight; the hub lets legacy calls send their answers, then
 		// ends the client streams that srv.Shutdown would wait on forever.
