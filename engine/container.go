@@ -614,9 +614,9 @@ func (c *capped) String() string {
 // gVisor's sandbox in host terms, measured on the ptrace platform: about
 // 40 host tasks for the Sentry and gofer at rest, then each guest process
 // is a stub process of its own with its threads (50 sleeping processes
-// took 422 host tasks), and the Sentry's memory beside the guest's. A
-// fork bomb overshoots the guest's limit (kept by polling) before it is
-// stopped: the host's limit leaves room for several times the guest's processes.
+// took 422 host tasks; a small session's fork bomb held at its 128 by
+// RLIMIT_NPROC peaked at about 2,200), and the Sentry's memory beside
+// the guest's.
 const (
 	gvisorTasksPerProcess = 48
 	gvisorSentryTasks     = 256
@@ -628,7 +628,7 @@ const (
 // crashes the Sentry (the whole container ends, exit 2), and its memory
 // limit OOM-kills the Sentry; so the host limits are the guest's plus
 // what the sandbox itself uses, and the guest's are kept inside by the
-// caller (the sandbox's supervisor: RLIMIT_AS and a process count).
+// caller (the sandbox's supervisor: RLIMIT_AS and RLIMIT_NPROC).
 func GVisorHostLimits(pids, mem int64) (int64, int64) {
 	pids = pids*gvisorTasksPerProcess + gvisorSentryTasks
 	if mem > 0 {

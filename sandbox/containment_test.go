@@ -29,10 +29,9 @@ func TestContainment(t *testing.T) {
 	}{
 		{"fork bomb", "execute_command", map[string]any{"command": "b(){ b | b & }; b; while :; do :; done", "timeout": 4},
 			func(t *testing.T, r result) {
-				// runc: forks fail at the process limit until the timeout.
-				// gVisor: the supervisor kills the program at the limit.
-				capped := r.ExitCode != nil && *r.ExitCode == 137 && strings.Contains(r.Stderr, "processes in the session")
-				if !(r.TimedOut && r.ExitCode == nil) && !(f.gvisor(r.SessionID) && capped) {
+				// Forks fail at the session's limit until the timeout: the
+				// pids cgroup under runc, RLIMIT_NPROC inside gVisor.
+				if !r.TimedOut || r.ExitCode != nil || !strings.Contains(r.Stderr, "fork") {
 					t.Fatalf("fork bomb not stopped by the timeout: %+v", r)
 				}
 			}},
@@ -171,5 +170,51 @@ func TestCancelKillsProcessTree(t *testing.T) {
 	n := f.exec("p", "execute_command", map[string]any{"command": "sh", "args": []string{"-c", countProcs, "sh", "[s]leep 1002"}, "session_id": s.SessionID})
 	if n.Stdout != "0\n" {
 		t.Fatalf("processes survive the cancellation: %+v", n)
+	}
+}
+
+// TestSessionAtProcessLimit fills a session up to its process limit and
+// calls it meanwhile: the call is refused with 126 and says why, the
+// supervisor survives, and once the filler's timeout kills it the
+// session runs programs again (runc's pids cgroup, gVisor's
+// RLIMIT_NPROC).
+func TestSessionAtProcessLimit(t *testing.T) {
+	f := newFixture(t, nil)
+	s := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	full := make(chan struct{}, 1)
+	done := make(chan result, 1)
+	filler := "import subprocess, sys, time\nps = []\nwhile True:\n    try: ps.append(subprocess.Popen(['sleep', '1003']))\n    except OSError: break\nprint('full', len(ps), flush=True)\ntime.sleep(1000)"
+	go func() {
+		raw, rerr := f.callCtx(context.Background(), "p", "a", "execute_code", map[string]any{"code": filler, "session_id": s.SessionID, "timeout": 15}, func(json.RawMessage) {
+			select {
+			case full <- struct{}{}:
+			default:
+			}
+		})
+		var r result
+		if rerr != nil {
+			r.Stderr = "rpc error: " + rerr.Message
+		} else {
+			_ = json.Unmarshal(raw, &r)
+		}
+		done <- r
+	}()
+	select {
+	case <-full:
+	case r := <-done:
+		t.Fatalf("the filler ended before it filled the session: %+v", r)
+	case <-time.After(time.Minute):
+		t.Fatal("the filler never filled the session")
+	}
+	r := f.exec("p", "execute_command", map[string]any{"command": "echo no", "session_id": s.SessionID})
+	if r.ExitCode == nil || *r.ExitCode != 126 || r.Stdout != "" || !strings.Contains(r.Stderr, "process limit") {
+		t.Fatalf("a call in a full session: %+v; want exit 126 naming the process limit", r)
+	}
+	if fr := <-done; !fr.TimedOut || !strings.HasPrefix(fr.Stdout, "full ") {
+		t.Fatalf("the filler: %+v", fr)
+	}
+	after := f.exec("p", "execute_command", map[string]any{"command": "sh", "args": []string{"-c", countProcs, "sh", "[s]leep 1003"}, "session_id": s.SessionID})
+	if after.Stdout != "0\n" || after.ExitCode == nil || *after.ExitCode != 0 {
+		t.Fatalf("the session after its filler timed out: %+v", after)
 	}
 }

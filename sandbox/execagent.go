@@ -35,13 +35,23 @@ import (
 // under runc: argv[2], when not 0, is each program's address-space
 // limit (RLIMIT_AS, the supervisor's own too), so a memory bomb gets ENOMEM instead
 // of the host's OOM killer ending the whole sandbox; argv[3], when not 0,
-// is the session's process limit: a watchdog counts the processes every
-// 20 ms while a program runs and, beyond it, kills every process of the
-// program with the most (its process group), saying so on its stderr;
-// the program's exit is then SIGKILL's (137), not a timeout. Processes
-// of no running program's session (forked while their group was killed,
-// or escaped into a session of their own) are killed first, so a program
-// started right after a bomb is not blamed for its leftovers.
+// is the session's task limit, RLIMIT_NPROC, which gVisor keeps inside
+// the sandbox over every task of the sandbox's user (the supervisor's
+// threads and every program's processes and threads), as the pids cgroup
+// does under runc. A fork bomb then meets failing forks until its
+// timeout under either runtime. (A watchdog that polled the process count
+// instead could not keep up under gVisor's ptrace platform: a bomb grew to
+// thousands of host tasks between two polls and the host's pids limit
+// ended the whole sandbox.)
+//
+// Every thread an execution needs (its output readers, stdin
+// feeder and timer) is started before its program, so a program that
+// forks up to the limit cannot keep the supervisor from timing it out,
+// reading its output or reporting its exit; an execution that cannot get
+// its threads or its process is refused with exit code 126 and a message
+// on stderr, and the supervisor goes on. A killed program's session is
+// swept afterwards: processes forked while its group was being killed
+// are killed too.
 const supervisorPy = `
 import base64, json, os, resource, signal, subprocess, sys, threading, time
 lim = int(sys.argv[1])
@@ -53,43 +63,8 @@ if aslim:
     # (preexec_fn) so subprocess keeps its vfork, which matters under
     # gVisor, where a fork of this process costs tens of milliseconds.
     resource.setrlimit(resource.RLIMIT_AS, (aslim, aslim))
-capped = set()
-mysid = os.getsid(0)
-def sessions():
-    by = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit(): continue
-        try:
-            with open("/proc/%s/stat" % d) as f: st = f.read()
-            sid = int(st[st.rindex(")") + 2:].split()[3])
-        except (OSError, ValueError, IndexError): continue
-        by.setdefault(sid, []).append(int(d))
-    return by
-def cull():
-    while True:
-        time.sleep(0.02)
-        try: n = sum(1 for d in os.listdir("/proc") if d.isdigit())
-        except OSError: continue
-        if n <= maxp: continue
-        by = sessions()
-        # First what no running program owns: left over from an ended one
-        # (a child forked while its group was killed) or escaped into a
-        # session of its own. A program started meanwhile is not blamed
-        # for them.
-        running = list(procs.items())
-        live = set(p.pid for _, p in running)
-        stray = [q for sid, pids in by.items() if sid not in (mysid, 0, 1) and sid not in live for q in pids]
-        if stray:
-            for q in stray:
-                try: os.kill(q, signal.SIGKILL)
-                except OSError: pass
-            continue
-        if running:
-            if len(running) > 1:
-                running.sort(key=lambda ip: len(by.get(ip[1].pid, ())))
-            i, p = running[-1]
-            capped.add(i)
-            killpg(p)
+if maxp:
+    resource.setrlimit(resource.RLIMIT_NPROC, (maxp, maxp))
 out = sys.stdout.buffer
 wlock = threading.Lock()
 procs = {}
@@ -97,61 +72,104 @@ def send(m):
     b = json.dumps(m, separators=(",", ":")).encode() + b"\n"
     with wlock:
         out.write(b); out.flush()
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+def refuse(i, msg):
+    send({"id": i, "e": b64("switchboard: " + msg + "\n")}); send({"id": i, "x": 126, "t": False})
+def limited():
+    return "the session is at its process limit (%d); the program was not started" % maxp if maxp else "the session is at its process limit; the program was not started"
 def killpg(p):
     try: os.killpg(p.pid, signal.SIGKILL)
     except OSError: pass
-def pump(i, f, key):
-    while True:
-        b = os.read(f.fileno(), 65536)
-        if not b: break
-        send({"id": i, key: base64.b64encode(b).decode()})
-    f.close()
-def feed(f, data):
-    try: f.write(data)
-    except OSError: pass
-    try: f.close()
-    except OSError: pass
-def run(r):
+def sweep(sid):
+    # Processes of a killed program's session that a fork racing the
+    # group kill left behind (live ones only: zombies are being reaped).
+    for _ in range(100):
+        left = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit(): continue
+            try:
+                with open("/proc/%s/stat" % d) as f: st = f.read()
+                fs = st[st.rindex(")") + 2:].split()
+                if int(fs[3]) == sid and fs[0] != "Z": left.append(int(d))
+            except (OSError, ValueError, IndexError): continue
+        if not left: return
+        for q in left:
+            try: os.kill(q, signal.SIGKILL)
+            except OSError: pass
+        time.sleep(0.01)
+def stop(p):
+    killpg(p); sweep(p.pid)
+def execute(r):
     i = r["id"]
     env = dict(os.environ); env.update(r.get("v") or {})
     stdin = r.get("i")
+    box = {}
+    go = threading.Event()
+    timed = [False]
+    def pump(key):
+        go.wait()
+        p = box.get("p")
+        if p is None: return
+        f = p.stdout if key == "o" else p.stderr
+        while True:
+            b = os.read(f.fileno(), 65536)
+            if not b: break
+            send({"id": i, key: base64.b64encode(b).decode()})
+        f.close()
+    def feed():
+        go.wait()
+        p = box.get("p")
+        if p is None: return
+        try: p.stdin.write(base64.b64decode(stdin))
+        except OSError: pass
+        try: p.stdin.close()
+        except OSError: pass
+    def expire():
+        timed[0] = True
+        p = box.get("p")
+        if p: stop(p)
+    ts = [threading.Thread(target=pump, args=("o",), daemon=True), threading.Thread(target=pump, args=("e",), daemon=True)]
+    if stdin is not None:
+        ts.append(threading.Thread(target=feed, daemon=True))
+    tm = threading.Timer(r.get("t") or 30, expire); tm.daemon = True
+    try:
+        for t in ts: t.start()
+        tm.start()
+    except RuntimeError:
+        tm.cancel(); go.set(); refuse(i, limited()); return
     try:
         p = subprocess.Popen(r["a"], cwd=r.get("d") or "/workspace", env=env, start_new_session=True,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as e:
+        tm.cancel(); go.set()
         code = 126 if e.filename == (r.get("d") or "/workspace") else 127
-        send({"id": i, "e": base64.b64encode((str(e) + "\n").encode()).decode()}); send({"id": i, "x": code, "t": False}); return
+        send({"id": i, "e": b64(str(e) + "\n")}); send({"id": i, "x": code, "t": False}); return
+    except BlockingIOError:
+        tm.cancel(); go.set(); refuse(i, limited()); return
     except Exception as e:
-        send({"id": i, "e": base64.b64encode((str(e) + "\n").encode()).decode()}); send({"id": i, "x": 126, "t": False}); return
+        tm.cancel(); go.set()
+        send({"id": i, "e": b64(str(e) + "\n")}); send({"id": i, "x": 126, "t": False}); return
+    box["p"] = p
     procs[i] = p
-    timed = [False]
-    def expire():
-        timed[0] = True; killpg(p)
-    tm = threading.Timer(r.get("t") or 30, expire); tm.daemon = True; tm.start()
-    ts = [threading.Thread(target=pump, args=(i, p.stdout, "o"), daemon=True), threading.Thread(target=pump, args=(i, p.stderr, "e"), daemon=True)]
-    if stdin is not None:
-        ts.append(threading.Thread(target=feed, args=(p.stdin, base64.b64decode(stdin)), daemon=True))
-    for t in ts: t.start()
+    go.set()
+    if timed[0]: stop(p)
     code = p.wait()
     for t in ts: t.join()
     tm.cancel()
     procs.pop(i, None)
-    if i in capped:
-        capped.discard(i)
-        if not timed[0]:
-            send({"id": i, "e": base64.b64encode(("switchboard: more than %d processes in the session; every process of this program was killed\n" % maxp).encode()).decode()})
     send({"id": i, "x": code if code >= 0 else 128 - code, "t": timed[0]})
-if maxp: threading.Thread(target=cull, daemon=True).start()
 send({"ready": 1})
 for line in sys.stdin.buffer:
     try: r = json.loads(line)
     except ValueError: continue
     if "k" in r:
         p = procs.get(r["k"])
-        if p: killpg(p)
+        if p: stop(p)
         continue
     send({"id": r.get("id"), "s": 1})
-    threading.Thread(target=run, args=(r,), daemon=True).start()
+    try: threading.Thread(target=execute, args=(r,), daemon=True).start()
+    except RuntimeError: refuse(r.get("id"), limited())
 `
 
 // supervisorCmd starts the supervisor when the image has python3, and

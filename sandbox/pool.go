@@ -381,7 +381,11 @@ func (s *Service) fillingLocked(project string) int {
 func (s *Service) startWarm(x *session, agent string) *session {
 	delete(s.pool.members, x.id)
 	now := time.Now()
+	// Under x.mu as well: describe reads these under it alone (lock
+	// order s.mu, then x.mu, as in Sessions).
+	x.mu.Lock()
 	x.createdAt, x.lastUsed, x.agentSession = now, now, agent
+	x.mu.Unlock()
 	s.sessions[x.id] = x
 	s.mu.Unlock()
 	s.startSweep()

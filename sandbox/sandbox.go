@@ -511,7 +511,9 @@ func (s *Service) createAs(ctx context.Context, id, project, agent, template, fl
 	// Idle from now, not from before the container started (which can
 	// take longer than a short idle timeout on a loaded machine: the
 	// sweeper stopped sessions before their first call ran).
+	x.mu.Lock()
 	x.lastUsed = time.Now()
+	x.mu.Unlock()
 	s.sessions[x.id] = x
 	defer s.startSweep()
 	s.mu.Unlock()
