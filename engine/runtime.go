@@ -94,13 +94,25 @@ func (e *Engine) RuntimeSetting() string {
 // failed its probe, or cannot give a container the network it needs;
 // ErrUnavailable when the engine cannot be reached.
 func (e *Engine) ChooseRuntime(ctx context.Context, override string, needs RuntimeNeeds) (RuntimeChoice, error) {
+	rt, _, err := e.chooseRuntime(ctx, override, needs, true)
+	return rt, err
+}
+
+// ChosenRuntime is ChooseRuntime for a status: where the choice needs a
+// probe that has not ended (or not begun), it neither runs nor waits for
+// it and reports false. Errors: as ChooseRuntime's.
+func (e *Engine) ChosenRuntime(ctx context.Context, override string, needs RuntimeNeeds) (RuntimeChoice, bool, error) {
+	return e.chooseRuntime(ctx, override, needs, false)
+}
+
+func (e *Engine) chooseRuntime(ctx context.Context, override string, needs RuntimeNeeds, wait bool) (RuntimeChoice, bool, error) {
 	want := override
 	if want == "" {
 		want = e.RuntimeSetting()
 	}
 	info, err := e.Info(ctx)
 	if err != nil {
-		return RuntimeChoice{}, err
+		return RuntimeChoice{}, false, err
 	}
 	def := info.DefaultRuntime
 	if def == "" {
@@ -111,43 +123,43 @@ func (e *Engine) ChooseRuntime(ctx context.Context, override string, needs Runti
 		// Without a probe image auto never takes gVisor: an engine made
 		// that way (a command's, a test's) wants the default.
 		if !info.HasRuntime(pref) || e.rt.probeImage == "" {
-			return RuntimeChoice{Name: def}, nil
+			return RuntimeChoice{Name: def}, true, nil
 		}
-		res, err := e.probeRuntime(ctx, info, pref)
-		if err != nil {
-			return RuntimeChoice{}, err
+		res, ok, err := e.probeRuntime(ctx, info, pref, wait)
+		if err != nil || !ok {
+			return RuntimeChoice{}, ok, err
 		}
 		switch {
 		case res.skipped != "":
-			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used: it could not be probed (%s); using %s", pref, res.skipped, def)}, nil
+			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used: it could not be probed (%s); using %s", pref, res.skipped, def)}, true, nil
 		case res.err != nil:
-			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used: it failed its probe: %s; using %s", pref, switchboard.Message(res.err), def)}, nil
+			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used: it failed its probe: %s; using %s", pref, switchboard.Message(res.err), def)}, true, nil
 		case needs.Network && res.noNetwork != nil:
-			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used for a container with a network: it gives containers none (%s); using %s", pref, switchboard.Message(res.noNetwork), def)}, nil
+			return RuntimeChoice{Name: def, Warning: fmt.Sprintf("runtime %s not used for a container with a network: it gives containers none (%s); using %s", pref, switchboard.Message(res.noNetwork), def)}, true, nil
 		}
-		return RuntimeChoice{Runtime: pref, Name: pref, GVisor: info.isGVisor(pref)}, nil
+		return RuntimeChoice{Runtime: pref, Name: pref, GVisor: info.isGVisor(pref)}, true, nil
 	}
 	if !info.HasRuntime(want) {
 		listed := slices.Clone(info.Runtimes)
 		slices.Sort(listed)
-		return RuntimeChoice{}, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q is not offered by the Docker engine (it lists %s); register it in the engine's daemon.json (runtimes) and reload the engine, or use %q", want, strings.Join(listed, ", "), RuntimeAuto)
+		return RuntimeChoice{}, true, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q is not offered by the Docker engine (it lists %s); register it in the engine's daemon.json (runtimes) and reload the engine, or use %q", want, strings.Join(listed, ", "), RuntimeAuto)
 	}
 	if want == def {
-		return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want)}, nil
+		return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want)}, true, nil
 	}
-	res, err := e.probeRuntime(ctx, info, want)
-	if err != nil {
-		return RuntimeChoice{}, err
+	res, ok, err := e.probeRuntime(ctx, info, want, wait)
+	if err != nil || !ok {
+		return RuntimeChoice{}, ok, err
 	}
 	switch {
 	case res.skipped != "":
-		return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want), Warning: fmt.Sprintf("runtime %s used without its probe (%s)", want, res.skipped)}, nil
+		return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want), Warning: fmt.Sprintf("runtime %s used without its probe (%s)", want, res.skipped)}, true, nil
 	case res.err != nil:
-		return RuntimeChoice{}, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q failed its probe: %s; fix the runtime's registration in the engine, or use %q or %q", want, switchboard.Message(res.err), RuntimeAuto, def)
+		return RuntimeChoice{}, true, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q failed its probe: %s; fix the runtime's registration in the engine, or use %q or %q", want, switchboard.Message(res.err), RuntimeAuto, def)
 	case needs.Network && res.noNetwork != nil:
-		return RuntimeChoice{}, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q gives containers no network (%s) and this container needs one; use %q or %q, or no network", want, switchboard.Message(res.noNetwork), RuntimeAuto, def)
+		return RuntimeChoice{}, true, switchboard.Errorf(switchboard.ErrConfig, "container runtime %q gives containers no network (%s) and this container needs one; use %q or %q, or no network", want, switchboard.Message(res.noNetwork), RuntimeAuto, def)
 	}
-	return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want)}, nil
+	return RuntimeChoice{Runtime: want, Name: want, GVisor: info.isGVisor(want)}, true, nil
 }
 
 // isGVisor reports whether runtime name is gVisor's runsc.
@@ -205,23 +217,28 @@ func (p probeResult) String() string {
 
 // probeRuntime returns name's probe result, running the probe when the
 // engine's runtime list changed since the last one (one probe at a time
-// per runtime; others wait for it). Errors: ctx's.
-func (e *Engine) probeRuntime(ctx context.Context, info Info, name string) (probeResult, error) {
+// per runtime; others wait for it). Without wait it reports false
+// instead of running or waiting for one. Errors: ctx's.
+func (e *Engine) probeRuntime(ctx context.Context, info Info, name string, wait bool) (probeResult, bool, error) {
 	key := e.host + "|" + e.rt.probeImage + "|" + info.runtimeKey() + "|" + name
 	for {
 		probes.mu.Lock()
 		res, ok := probes.results[key]
 		if ok && ((res.err == nil && res.skipped == "") || time.Since(res.at) < failedProbeTTL) {
 			probes.mu.Unlock()
-			return res, nil
+			return res, true, nil
 		}
-		if wait, busy := probes.inflight[key]; busy {
+		if !wait {
+			probes.mu.Unlock()
+			return probeResult{}, false, nil
+		}
+		if running, busy := probes.inflight[key]; busy {
 			probes.mu.Unlock()
 			select {
-			case <-wait:
+			case <-running:
 				continue
 			case <-ctx.Done():
-				return probeResult{}, ctx.Err()
+				return probeResult{}, false, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -242,7 +259,7 @@ func (e *Engine) probeRuntime(ctx context.Context, info Info, name string) (prob
 			probes.results[key] = res
 		}
 		probes.mu.Unlock()
-		return res, nil
+		return res, true, nil
 	}
 }
 

@@ -239,6 +239,9 @@ func (s *Service) Status(ctx context.Context) Status {
 
 const statusTTL = 10 * time.Second
 
+// statusBudget bounds each engine question of a status.
+const statusBudget = 2 * time.Second
+
 // Refresh probes the engine as Status does and reports whether its
 // reachability changed since the last probe: the tools' descriptions say
 // when it is unreachable, so their server should be listed again.
@@ -264,24 +267,37 @@ func (s *Service) engineDown() string {
 }
 
 func (s *Service) probeEngine(ctx context.Context) Status {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
+	// Each question gets its own budget, and the runtime choice never
+	// waits on the runtime's probe (seconds under gVisor, right after
+	// start): waiting spent the images' budget, and present images read
+	// "unknown: ... the Docker engine failed: internal error".
+	budget := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, statusBudget) }
 	st := Status{Enabled: true, Images: map[string]string{}}
-	if err := s.opts.Engine.Ping(ctx); err != nil {
+	c, cancel := budget()
+	err := s.opts.Engine.Ping(c)
+	cancel()
+	if err != nil {
 		st.Engine = switchboard.Message(engineError(err))
 		return st
 	}
 	st.Engine = "reachable"
-	switch rt, err := s.chooseRuntime(ctx); {
-	case err == nil:
-		st.Runtime, st.RuntimeWarning = rt.Name, rt.Warning
-	case errors.Is(err, switchboard.ErrConfig):
+	c, cancel = budget()
+	rt, chosen, err := s.chosenRuntime(c)
+	cancel()
+	switch {
+	case err != nil:
 		st.RuntimeWarning = switchboard.Message(err)
+	case !chosen:
+		st.RuntimeWarning = "the runtime for new sessions is being chosen (its probe is running); new sessions wait for it"
+	default:
+		st.Runtime, st.RuntimeWarning = rt.Name, rt.Warning
 	}
 	st.Runtimes = s.opts.Engine.Runtimes()
 	for _, t := range Templates {
 		ref, variable := s.imageFor(t)
-		ok, err := s.opts.Engine.ImageExists(ctx, ref)
+		c, cancel := budget()
+		ok, err := s.opts.Engine.ImageExists(c, ref)
+		cancel()
 		switch {
 		case err != nil:
 			st.Images[t] = "unknown: " + switchboard.Message(engineError(err))

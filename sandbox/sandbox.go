@@ -43,6 +43,7 @@ type Engine interface {
 	ListVolumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
 	Owner() string
 	ChooseRuntime(ctx context.Context, override string, needs engine.RuntimeNeeds) (engine.RuntimeChoice, error)
+	ChosenRuntime(ctx context.Context, override string, needs engine.RuntimeNeeds) (engine.RuntimeChoice, bool, error)
 	Runtimes() engine.RuntimeReport
 }
 
@@ -144,6 +145,7 @@ type Service struct {
 
 	probe    Status    // the last engine probe for Status
 	probedAt time.Time // when; zero: never
+	choosing bool      // a runtime choice Status started is under way
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -358,7 +360,7 @@ func (s *Service) engineInfo(ctx context.Context) (engine.Info, error) {
 // Errors: ErrConfig for a chosen runtime the engine lacks or that failed
 // its probe, ErrUnavailable.
 func (s *Service) chooseRuntime(ctx context.Context) (engine.RuntimeChoice, error) {
-	rt, err := s.opts.Engine.ChooseRuntime(ctx, "", engine.RuntimeNeeds{Network: s.opts.Network != "" && s.opts.Network != "none"})
+	rt, err := s.opts.Engine.ChooseRuntime(ctx, "", s.runtimeNeeds())
 	if err != nil {
 		if errors.Is(err, switchboard.ErrConfig) {
 			return rt, switchboard.Errorf(switchboard.ErrConfig, "sandbox: %s", switchboard.Message(err))
@@ -369,6 +371,42 @@ func (s *Service) chooseRuntime(ctx context.Context) (engine.RuntimeChoice, erro
 		s.log.Debug("sandbox: " + rt.Warning)
 	}
 	return rt, nil
+}
+
+func (s *Service) runtimeNeeds() engine.RuntimeNeeds {
+	return engine.RuntimeNeeds{Network: s.opts.Network != "" && s.opts.Network != "none"}
+}
+
+// chosenRuntime is the runtime choice as far as it is known, for a
+// status: it never waits for the runtime's probe. Where the probe has not
+// ended it reports false and makes sure one runs (in the background, at
+// most one at a time; new sessions would start one anyway).
+func (s *Service) chosenRuntime(ctx context.Context) (engine.RuntimeChoice, bool, error) {
+	rt, ok, err := s.opts.Engine.ChosenRuntime(ctx, "", s.runtimeNeeds())
+	if err != nil {
+		if errors.Is(err, switchboard.ErrConfig) {
+			return rt, true, switchboard.Errorf(switchboard.ErrConfig, "sandbox: %s", switchboard.Message(err))
+		}
+		return rt, true, engineError(err)
+	}
+	if ok {
+		return rt, true, nil
+	}
+	s.mu.Lock()
+	start := !s.choosing && !s.closed
+	s.choosing = s.choosing || start
+	s.mu.Unlock()
+	if start {
+		s.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+			defer cancel()
+			_, _ = s.chooseRuntime(ctx)
+			s.mu.Lock()
+			s.choosing = false
+			s.mu.Unlock()
+		})
+	}
+	return rt, false, nil
 }
 
 // flavorLimits are the resources of a flavor, capped by the machine.
@@ -699,6 +737,8 @@ func engineError(err error) error {
 		return err
 	case errors.Is(err, context.Canceled), errors.Is(err, switchboard.ErrCanceled):
 		return switchboard.Errorf(switchboard.ErrCanceled, "sandbox: the call was cancelled")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, switchboard.ErrTimeout):
+		return switchboard.Errorf(switchboard.ErrTimeout, "sandbox: the Docker engine did not answer in time")
 	}
 	return switchboard.Errorf(switchboard.ErrInternal, "sandbox: the Docker engine failed: %s", switchboard.Message(err))
 }
