@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"net/http"
@@ -29,8 +30,11 @@ func TestToolCallHistory(t *testing.T) {
 	cs, _ := openMCP(t, g.url+"/projects/hist/mcp", tok)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	for _, text := range []string{"one", "two", "three"} {
-		callText(t, cs, "echo", map[string]any{"text": text})
+	// "&", "<" and ">" as the client sent them, whoever re-encodes them
+	// (the call log's redaction of api_key, the CLI and the console write
+	// them HTML-escaped, \u0026...): the history shows the characters.
+	for _, args := range []map[string]any{{"text": "one"}, {"text": "two"}, {"text": "a&b<c>", "api_key": "k"}} {
+		callText(t, cs, "echo", args)
 	}
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tool_error", Arguments: map[string]any{}}); err != nil || !res.IsError {
 		t.Fatalf("tool_error: %v %v", res, err)
@@ -48,6 +52,9 @@ func TestToolCallHistory(t *testing.T) {
 	if len(all) != 6 {
 		t.Fatalf("%d records, want 6: %+v", len(all), all)
 	}
+	if !slices.ContainsFunc(all, func(c callOut) bool { return bytes.Contains(c.Arguments, []byte(`"a&b<c>"`)) }) {
+		t.Errorf("no record with the text a&b<c> as it was sent: %+v", all)
+	}
 	type key struct{ server, tool, outcome string }
 	count := map[key]int{}
 	for _, c := range all {
@@ -57,6 +64,9 @@ func TestToolCallHistory(t *testing.T) {
 		}
 		if c.StartedAt.Before(start.Add(-time.Second)) || c.StartedAt.After(time.Now().Add(time.Second)) {
 			t.Errorf("record %d started at %s, outside the test", c.ID, c.StartedAt)
+		}
+		if bytes.Contains(c.Arguments, []byte(`\u00`)) {
+			t.Errorf("record %d: arguments %s hold an HTML-safe escape", c.ID, c.Arguments)
 		}
 		switch c.Tool {
 		case "rpc_error":

@@ -12,9 +12,11 @@
 package jsonscan
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -222,4 +224,47 @@ func skipString(b []byte, i int) int {
 		}
 	}
 	return len(b)
+}
+
+// UnescapeHTML returns doc, valid JSON, with the escapes that HTML-safe
+// encoders write for &, < and > (\u0026, \u003c, \u003e, any case)
+// turned back into the characters, which are valid as they are in a JSON
+// string: Go's json.Marshal writes them, so a Go client's "a&b" would
+// read "a\u0026b" in the call history. Other escapes, and an escaped
+// backslash followed by "u0026", are kept. doc itself comes back when it
+// holds none.
+func UnescapeHTML(doc []byte) []byte {
+	if !bytes.Contains(doc, []byte(`\u00`)) {
+		return doc
+	}
+	var out []byte
+	last := 0
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '\\' || i+1 >= len(doc) {
+			continue
+		}
+		if doc[i+1] != 'u' || i+6 > len(doc) {
+			i++ // a two-character escape such as \\ or \"
+			continue
+		}
+		var c byte
+		switch strings.ToLower(string(doc[i+2 : i+6])) {
+		case "0026":
+			c = '&'
+		case "003c":
+			c = '<'
+		case "003e":
+			c = '>'
+		default:
+			i += 5
+			continue
+		}
+		out = append(append(out, doc[last:i]...), c)
+		last = i + 6
+		i += 5
+	}
+	if out == nil {
+		return doc
+	}
+	return append(out, doc[last:]...)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/jsonscan"
 	"github.com/switchboard-mcp/switchboard/server/api/apiclient"
 )
 
@@ -80,7 +81,9 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]apiclient.Call, len(page.Calls))
 	for i, c := range page.Calls {
-		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Kind: c.Kind, Arguments: c.Arguments,
+		// Go clients (go-sdk, mcp-go, this CLI) write &, < and > as
+		// HTML-safe escapes; the history shows the characters.
+		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Kind: c.Kind, Arguments: jsonscan.UnescapeHTML(c.Arguments),
 			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
 	}
 	writeJSON(w, http.StatusOK, apiclient.CallPage{Calls: out, Next: page.Next})
