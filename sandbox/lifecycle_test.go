@@ -676,3 +676,24 @@ func TestSnapshotNodeWithoutPythonImage(t *testing.T) {
 	}
 	f.must("agent-A", "snapshot_workspace", map[string]any{"workspace_id": r.WorkspaceID})
 }
+
+// TestStopSessionTouchesWorkspace: stop_session is an operation on the
+// session's workspace, so its last_used_at moves past the last call's.
+func TestStopSessionTouchesWorkspace(t *testing.T) {
+	mod, st := withStore(t)
+	f := newFixture(t, mod)
+	ctx := context.Background()
+	r := f.exec("p", "execute_command", map[string]any{"command": "true"})
+	before, err := st.GetWorkspace(ctx, r.WorkspaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.must("", "stop_session", map[string]any{"session_id": r.SessionID})
+	after, err := st.GetWorkspace(ctx, r.WorkspaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.LastUsedAt.After(before.LastUsedAt) {
+		t.Fatalf("last_used_at %s after stop_session, %s before: want it later", after.LastUsedAt, before.LastUsedAt)
+	}
+}

@@ -796,6 +796,11 @@ func (s *Service) StopSession(ctx context.Context, project, agent, id string) (s
 	if err := checkHolder(x, agent, ToolStopSession); err != nil {
 		return switchboard.SandboxSession{}, false, err
 	}
+	// A stop is an operation on the workspace: its last_used_at moves
+	// (the row is written as the session ends).
+	x.mu.Lock()
+	x.lastUsed = time.Now()
+	x.mu.Unlock()
 	info := x.describe()
 	// Running executions are killed with the container; waiting for
 	// them would let a runaway call hold the stop.
