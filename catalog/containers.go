@@ -188,7 +188,7 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	mgr.Apply(cctx, []switchboard.ServerSpec{{Name: e.Name, Transport: switchboard.TransportHosted, CallTimeout: o.opts.CallTimeout}})
 	if err := mgr.Connect(ctx, e.Name); err != nil {
 		msg := switchboard.Message(err)
-		if tail := strings.TrimSpace(hosted.RedactEnv(st.Stderr(), env)); tail != "" {
+		if tail := strings.TrimSpace(hosted.RedactEnv(st.Stderr(), env, e.Command)); tail != "" {
 			msg += "; its stderr ends: " + switchboard.Clip(lastLine(tail))
 		}
 		_ = mgr.Close(context.WithoutCancel(cctx))

@@ -37,13 +37,17 @@ func ExpandEnv(env, secretVars, vals map[string]string) (lines, missing []string
 // server's stderr is shown: a server that prints its configuration when
 // it fails must not show a secret, as is or encoded (percent, JSON,
 // base64). The text is a container's stderr or log tail, or a message
-// quoting one: a piece of a value cut at either edge is hidden too.
-func RedactEnv(text string, env []string) string {
+// quoting one: a piece of a value cut at either edge is hidden too. The
+// literal credentials of argv (the command and its arguments, see
+// secrets.Credentials) are hidden as well, as its config shows them
+// masked.
+func RedactEnv(text string, env, argv []string) string {
 	values := make([]string, 0, len(env))
 	for _, kv := range env {
 		_, v, _ := strings.Cut(kv, "=")
 		values = append(values, v)
 	}
+	values = append(values, secrets.Credentials(argv, nil)...)
 	var r secrets.Redactor
 	r.Set(values)
 	return r.RedactTail(text)

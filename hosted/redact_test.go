@@ -22,7 +22,7 @@ func TestRedactEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := RedactEnv(tt.in, env)
+			got := RedactEnv(tt.in, env, nil)
 			if got != tt.want {
 				t.Errorf("RedactEnv(%q) = %q, want %q", tt.in, got, tt.want)
 			}
@@ -30,5 +30,16 @@ func TestRedactEnv(t *testing.T) {
 				t.Errorf("RedactEnv(%q) shows a piece of the value: %q", tt.in, got)
 			}
 		})
+	}
+}
+
+// A hosted server's command line is redacted of its credentials where
+// its stderr shows it, as its config is masked (issue 34, item 7).
+func TestRedactEnvArgs(t *testing.T) {
+	argv := []string{"/srv", "--api-key=cmdkey-4tr8x", "--password", "flagpw-1qa5y", "--db", "postgres://app:dsnpw-7ws3z@db/app", "--verbose", "${TOKEN}"}
+	in := "usage: /srv --api-key=cmdkey-4tr8x --password flagpw-1qa5y --db postgres://app:dsnpw-7ws3z@db/app --verbose ${TOKEN}"
+	want := "usage: /srv --api-key=[redacted] --password [redacted] --db postgres://app:[redacted]@db/app --verbose ${TOKEN}"
+	if got := RedactEnv(in, nil, argv); got != want {
+		t.Errorf("RedactEnv(%q) = %q, want %q", in, got, want)
 	}
 }

@@ -808,7 +808,9 @@ func (s *supervisor) status() switchboard.HostedStatus {
 
 // redact hides the resolved environment's values (secrets) in text the
 // container produced. Called with mu held or before the env is shared.
-func (s *supervisor) redact(text string) string { return RedactEnv(text, s.env) }
+func (s *supervisor) redact(text string) string {
+	return RedactEnv(text, s.env, append([]string{s.plan.reg.Command}, s.plan.reg.Args...))
+}
 
 var lineStart = regexp.MustCompile(`\n`)
 

@@ -362,6 +362,20 @@ func (h *Hub) Reconcile(ctx context.Context, id string) error {
 	for _, v := range values {
 		rt.redacted[v] = true
 	}
+	// A server that prints its command line or configuration when it
+	// fails must not show the credentials in it, as its config is shown
+	// masked (secrets.Credentials: credential flags and URL credentials in
+	// args, credential-named env values and headers).
+	for _, sp := range specs {
+		env := maps.Clone(sp.Env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, sp.Headers)
+		for _, v := range secrets.Credentials(append([]string{sp.Command, sp.URL}, sp.Args...), env) {
+			rt.redacted[v] = true
+		}
+	}
 	rt.redact.Set(slices.Collect(maps.Keys(rt.redacted)))
 	specs = h.hostedSpecs(id, specs)
 	rt.mgr.Apply(ctx, specs)

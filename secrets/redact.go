@@ -190,7 +190,57 @@ func redact(values *set, s string, cut bool) (string, bool) {
 	if values == nil {
 		return s, false
 	}
-	var spans [][2]int // [start, end) of each occurrence
+	spans := spansOf(values, s, cut)
+	// A value split over lines (a program that wraps a long token, or
+	// writes it in two lines): looked for again with the line breaks
+	// left out, and each occurrence that crosses one is hidden whole.
+	if strings.ContainsAny(s, "\r\n") {
+		joined, at := withoutBreaks(s)
+		for _, sp := range spansOf(values, joined, cut) {
+			start, end := at[sp[0]], at[sp[1]-1]+1
+			if end-start != sp[1]-sp[0] { // it crosses a break
+				spans = append(spans, [2]int{start, end})
+			}
+		}
+	}
+	if spans == nil {
+		return s, false
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	var b strings.Builder
+	done := 0 // s[:done] is written or covered
+	for k := 0; k < len(spans); {
+		start, end := spans[k][0], spans[k][1]
+		for k++; k < len(spans) && spans[k][0] <= end; k++ {
+			end = max(end, spans[k][1])
+		}
+		b.WriteString(s[done:start])
+		b.WriteString(Redacted)
+		done = end
+	}
+	b.WriteString(s[done:])
+	return b.String(), true
+}
+
+// withoutBreaks returns s without its \r and \n bytes, and where each
+// byte of the result is in s.
+func withoutBreaks(s string) (string, []int) {
+	var b strings.Builder
+	at := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\r' || s[i] == '\n' {
+			continue
+		}
+		b.WriteByte(s[i])
+		at = append(at, i)
+	}
+	return b.String(), at
+}
+
+// spansOf returns the [start, end) of every occurrence in s of every
+// value, in every form, and with cut of the pieces at its edges.
+func spansOf(values *set, s string, cut bool) [][2]int {
+	var spans [][2]int
 	for _, v := range values.forms {
 		// Advance one byte past each match to find overlapping ones too.
 		for i := 0; ; {
@@ -223,23 +273,126 @@ func redact(values *set, s string, cut bool) (string, bool) {
 			}
 		}
 	}
-	if spans == nil {
-		return s, false
-	}
-	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
-	var b strings.Builder
-	done := 0 // s[:done] is written or covered
-	for k := 0; k < len(spans); {
-		start, end := spans[k][0], spans[k][1]
-		for k++; k < len(spans) && spans[k][0] <= end; k++ {
-			end = max(end, spans[k][1])
+	if cut {
+		for _, v := range values.values {
+			if n := escapedHead(s, v); n > 0 {
+				spans = append(spans, [2]int{0, n})
+			}
+			if n := escapedEnd(s, v); n > 0 {
+				spans = append(spans, [2]int{len(s) - n, len(s)})
+			}
 		}
-		b.WriteString(s[done:start])
-		b.WriteString(Redacted)
-		done = end
 	}
-	b.WriteString(s[done:])
-	return b.String(), true
+	return spans
+}
+
+// maxEscape is the longest escape matchEscaped decodes in one step (a
+// JSON surrogate pair); a cut leaves less than that of one at an edge.
+const maxEscape = 12
+
+// escapedHead is headPiece for escaped forms: the length of the text that
+// starts s and decodes to a proper suffix of v of at least MinRedactLen
+// bytes, after what a cut left of an escape (up to maxEscape-1 bytes), or 0.
+func escapedHead(s, v string) int {
+	for skip := 0; skip < maxEscape && skip < len(s); skip++ {
+		if skip > 0 && !strings.ContainsRune("0123456789abcdefABCDEFu\\", rune(s[skip-1])) {
+			break // not what a cut leaves of an escape
+		}
+		for n := len(v) - 1; n >= MinRedactLen; n-- {
+			if m := matchEscaped(s[skip:], v[len(v)-n:]); m > 0 {
+				return skip + m
+			}
+		}
+	}
+	return 0
+}
+
+// escapedEnd is endPiece for escaped forms: the length of the text that
+// ends s and decodes to a proper prefix of v of at least MinRedactLen
+// bytes, and then at most the start of one more escape, or 0.
+func escapedEnd(s, v string) int {
+	lo := max(0, len(s)-maxEscape*len(v))
+	for i := lo; i < len(s); i++ {
+		if c := s[i]; c != v[0] && c != '%' && c != '+' && c != '\\' {
+			continue
+		}
+		if n := prefixTo(s[i:], v); n >= MinRedactLen {
+			return len(s) - i
+		}
+	}
+	return 0
+}
+
+// prefixTo returns how many bytes of v all of s decodes to (as
+// matchEscaped reads escapes), when s is an escaped prefix of v (a proper
+// one) followed by at most an escape cut short; -1 when it is not.
+func prefixTo(s, v string) int {
+	i, j := 0, 0
+	for i < len(s) {
+		if j >= len(v) {
+			return -1
+		}
+		c := v[j]
+		if s[i] == '%' || s[i] == '\\' {
+			if n := matchEscaped(s[i:], v[j:j+1]); n > 0 && s[i] == '%' {
+				i, j = i+n, j+1
+				continue
+			}
+			if s[i] == '\\' {
+				if r, n := jsonUnescape(s[i:]); n > 0 {
+					var buf [utf8.UTFMax]byte
+					m := utf8.EncodeRune(buf[:], r)
+					if strings.HasPrefix(v[j:], string(buf[:m])) {
+						i, j = i+n, j+m
+						continue
+					}
+					return -1
+				}
+			}
+			if len(s)-i < maxEscape && cutEscape(s[i:]) {
+				return j
+			}
+			if s[i] != c {
+				return -1
+			}
+			i, j = i+1, j+1
+			continue
+		}
+		if s[i] != c && (s[i] != '+' || c != ' ') {
+			return -1
+		}
+		i, j = i+1, j+1
+	}
+	if j >= len(v) {
+		return -1 // the whole value: matchEscaped finds it
+	}
+	return j
+}
+
+// cutEscape reports whether s is the start of an escape and nothing
+// more: "%", "%4", "\\", "\\u", "\\u00", "\\ud83d\\u".
+func cutEscape(s string) bool {
+	switch {
+	case s[0] == '%':
+		return len(s) <= 2 && (len(s) == 1 || unhex(s[1]) >= 0)
+	case s[0] == '\\':
+		if len(s) == 1 {
+			return true
+		}
+		if s[1] != 'u' {
+			return false
+		}
+		for k := 2; k < len(s); k++ {
+			if (k == 6 && s[k] == '\\') || (k == 7 && s[k] == 'u') {
+				continue
+			}
+			if unhex(s[k]) < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // headPiece returns the length of the longest proper suffix of v, of at

@@ -404,8 +404,9 @@ func TestRedactBase64(t *testing.T) {
 // write may end anywhere.
 func TestRedactTail(t *testing.T) {
 	const v = "sk-live-0123456789abcdefghijklmnopqrstuvwxyzABCDE" // 49 bytes
+	const pct = "p@ss/word-0123456789"                            // its percent-encoding: p%40ss%2Fword-...
 	var r secrets.Redactor
-	r.Set([]string{v, "short"})
+	r.Set([]string{v, "short", pct})
 	b64 := base64.StdEncoding.EncodeToString([]byte(v))
 	tests := []struct{ name, in, want string }{
 		{"suffix at the start", v[20:] + "\nnext line", "[redacted]\nnext line"},
@@ -416,6 +417,16 @@ func TestRedactTail(t *testing.T) {
 		{"piece shorter than MinRedactLen stays", v[46:] + " x " + v[:3], v[46:] + " x " + v[:3]},
 		{"piece in the middle is not a cut", "x " + v[20:] + " y", "x " + v[20:] + " y"},
 		{"short value's piece", "hort shor", "[redacted] [redacted]"},
+		// Escaped forms cut at an edge, even through an escape.
+		{"percent-encoded suffix at the start", url.QueryEscape(pct)[7:] + " next", "[redacted] next"},
+		{"percent-encoded suffix after a cut escape", url.QueryEscape(pct)[10:] + " next", "[redacted] next"},
+		{"percent-encoded prefix at the end", "url=" + url.QueryEscape(pct)[:14], "url=[redacted]"},
+		{"percent-encoded prefix cut in an escape", "url=" + url.QueryEscape(pct)[:13], "url=[redacted]"},
+		{"JSON-escaped prefix cut in an escape", `{"k":"` + `p\u0040ss\u002fwo\u00`, `{"k":"[redacted]`},
+		// Split over lines.
+		{"split over two lines", "a " + v[:20] + "\n" + v[20:] + " b", "a [redacted] b"},
+		{"split over three lines", "a " + v[:10] + "\r\n" + v[10:30] + "\n" + v[30:] + "\nb", "a [redacted]\nb"},
+		{"lines that only touch are kept", "x\n" + v[:3] + "\ny", "x\n" + v[:3] + "\ny"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

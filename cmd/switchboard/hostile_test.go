@@ -1343,3 +1343,46 @@ func TestHostileCredentialsInHostedArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileCredentialsInStderr (issue 34, items 7 and 8): a stdio
+// server that prints its own command line, and a project secret split
+// over two lines, to stderr before it fails. Its config is shown masked,
+// and so is its stderr tail: no status, and not the gateway's log, shows
+// a credential of its args, or the secret, even when split.
+func TestHostileCredentialsInStderr(t *testing.T) {
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	api := newAPI(t, g.url, adminToken)
+	api.createProject("printer")
+	value := "split-" + secretValue(t)
+	api.putSecret("printer", "API_KEY", value)
+	literals := []string{"argtok-5hq2x9", "argpw-7kd1m4", "argdsn-3mv8p0"}
+	api.createServer("printer", "echoargs", map[string]any{"command": "sh",
+		"args": []string{"-c", `echo "started as $0 $*" >&2; printf 'key %s\n%s\nend\n' "${KEY%${KEY#??????????}}" "${KEY#??????????}" >&2; exit 1`,
+			"srv", "--token=argtok-5hq2x9", "--password", "argpw-7kd1m4", "postgres://app:argdsn-3mv8p0@db/app"},
+		"env": map[string]string{"KEY": "${API_KEY}"}})
+	api.createServer("printer", "keeper", fixture("keeper", nil))
+	cs, _ := openMCP(t, g.url+"/projects/printer/mcp", adminToken)
+	toolNames(t, cs) // starts both servers
+	var stderr string
+	eventually(t, opTimeout, func() (bool, string) {
+		var s struct {
+			Status struct{ Stderr string } `json:"status"`
+		}
+		api.must(http.StatusOK, "GET", "/api/v1/projects/printer/servers/echoargs", nil, &s)
+		stderr = s.Status.Stderr
+		return strings.Contains(stderr, "end"), "the server's stderr tail is not in status yet"
+	})
+	if !strings.Contains(stderr, "started as srv --token=[redacted] --password [redacted] postgres://app:[redacted]@db/app") {
+		t.Errorf("stderr tail %q: want the command line with its credentials redacted", stderr)
+	}
+	tenant := api.as(api.createToken("printer", "tenant").Token)
+	status := string(tenant.must(http.StatusOK, "GET", "/api/v1/projects/printer/status", nil, nil))
+	g.stop(t) // the log is complete
+	for what, text := range map[string]string{"status": stderr, "the project's status": status, "the gateway log": g.logs.String()} {
+		for _, l := range append(literals, value, value[:10], value[10:]) {
+			if strings.Contains(text, l) {
+				t.Errorf("%s shows %q", what, l)
+			}
+		}
+	}
+}

@@ -3,11 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"net/url"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/switchboard-mcp/switchboard/secrets"
 )
 
 // What a project token reads of a server entry. The admin reads entries
@@ -19,34 +17,13 @@ import (
 // Bearer ..."). Values made only of ${REF}s are shown as written: the
 // reference names no secret.
 
-// credentialName matches header, environment, query parameter and flag
-// names whose values are credentials: besides the usual words, a name
-// that is or ends in key, pass, pwd or sig(nature) after a separator
-// (KEY, DB_PASS, X-Sig; not MONKEY).
-var credentialName = regexp.MustCompile(`(?i)(auth|token|secret|passw|api[-_]?key|apikey|cookie|credential|private[-_]?key|session|(^|[-_.])(key|pass|pwd|sig|signature)$)`)
-
-// secretRef is one ${NAME} reference without a default (a default is
-// literal text, and may be a credential).
-var secretRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}`)
-
-// refFrame is what may surround references in a value that holds no
-// credential itself: an auth scheme and separators ("Bearer ${API_KEY}",
-// "${USER}:${PASS}").
-var refFrame = regexp.MustCompile(`(?i)^\s*(bearer|basic|token)?[\s:;,=/-]*$`)
-
-// onlyRefs reports whether v is made only of references and their frame:
-// "Bearer ${X}" is, "Bearer sk-live-1 ${X}" is not.
-func onlyRefs(v string) bool {
-	return secretRef.MatchString(v) && refFrame.MatchString(secretRef.ReplaceAllString(v, " "))
-}
-
 // masked is the value a project token reads in place of a literal
 // credential.
 const masked = "[redacted]"
 
 // maskSecret is v, or masked when v is a literal credential.
 func maskSecret(v string) string {
-	if v == "" || onlyRefs(v) {
+	if v == "" || secrets.OnlyRefs(v) {
 		return v
 	}
 	return masked
@@ -55,91 +32,18 @@ func maskSecret(v string) string {
 // maskValue masks a header or env value: whole under a credential-like
 // name, else the credentials of the URLs in it.
 func maskValue(name, v string) string {
-	if credentialName.MatchString(name) {
+	if secrets.IsCredentialName(name) {
 		return maskSecret(v)
 	}
 	return maskURLs(v)
 }
-
-// urlEnd ends a URL inside a longer text.
-const urlEnd = " \t\r\n\"'<>,;"
 
 // maskURLs masks the credentials of every URL ("scheme://...") in s: the
 // user-info's password (or, without one, its user, which is then the
 // token: https://ghp_x@github.com) and each credential-like parameter of
 // the query and the fragment. The rest is left as written.
 func maskURLs(s string) string {
-	return rewriteURLs(s, func(_, v string) string { return maskSecret(v) })
-}
-
-// rewriteURLs replaces each credential of the URLs in s (see maskURLs)
-// with f(slot, value), slot naming where it is ("0 pass", "1 ?token").
-func rewriteURLs(s string, f func(slot, v string) string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return s
-	}
-	var b strings.Builder
-	for n := 0; i >= 0; n++ {
-		b.WriteString(s[:i+3])
-		s = s[i+3:]
-		end := strings.IndexAny(s, urlEnd)
-		if end < 0 {
-			end = len(s)
-		}
-		slot := strconv.Itoa(n) + " "
-		b.WriteString(rewriteURL(s[:end], func(where, v string) string { return f(slot+where, v) }))
-		s = s[end:]
-		i = strings.Index(s, "://")
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
-// rewriteURL rewrites the credentials of what follows a URL's "://".
-func rewriteURL(u string, f func(slot, v string) string) string {
-	auth, rest := u, ""
-	if i := strings.IndexAny(u, "/?#"); i >= 0 {
-		auth, rest = u[:i], u[i:]
-	}
-	if at := strings.LastIndex(auth, "@"); at >= 0 && !onlyRefs(auth[:at]) {
-		user, pass, ok := strings.Cut(auth[:at], ":")
-		if ok {
-			auth = user + ":" + f("pass", pass) + auth[at:]
-		} else {
-			auth = f("user", user) + auth[at:]
-		}
-	}
-	path, query, frag := rest, "", ""
-	if i := strings.IndexByte(path, '#'); i >= 0 {
-		path, frag = path[:i], path[i:]
-	}
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path, query = path[:i], path[i:]
-	}
-	return auth + path + rewriteParams(query, f) + rewriteParams(frag, f)
-}
-
-// rewriteParams rewrites the credential-like parameters of "?a=1&token=x"
-// (or of a fragment, "#access_token=x").
-func rewriteParams(q string, f func(slot, v string) string) string {
-	if q == "" {
-		return q
-	}
-	params := strings.Split(q[1:], "&")
-	for i, p := range params {
-		name, v, ok := strings.Cut(p, "=")
-		if !ok {
-			continue
-		}
-		if n, err := url.QueryUnescape(name); err == nil {
-			name = n
-		}
-		if credentialName.MatchString(name) {
-			params[i] = p[:len(p)-len(v)] + f(q[:1]+name, v)
-		}
-	}
-	return q[:1] + strings.Join(params, "&")
+	return secrets.RewriteURLs(s, func(_, v string) string { return maskSecret(v) })
 }
 
 // keepURL returns now, a URL a project token sent, with each credential
@@ -147,11 +51,11 @@ func rewriteParams(q string, f func(slot, v string) string) string {
 // token that changes a URL's path keeps the admin's password and api_key.
 func keepURL(stored, now string) string {
 	was := map[string]string{}
-	rewriteURLs(stored, func(slot, v string) string {
+	secrets.RewriteURLs(stored, func(slot, v string) string {
 		was[slot] = v
 		return v
 	})
-	return rewriteURLs(now, func(slot, v string) string {
+	return secrets.RewriteURLs(now, func(slot, v string) string {
 		if prev, ok := was[slot]; ok && v == masked && maskSecret(prev) == masked {
 			return prev
 		}
@@ -159,36 +63,10 @@ func keepURL(stored, now string) string {
 	})
 }
 
-var (
-	flagValue = regexp.MustCompile(`^(-{0,2}[A-Za-z0-9._-]+)=(.*)$`) // --token=x, token=x
-	flagAlone = regexp.MustCompile(`^-{1,2}[A-Za-z0-9._-]+$`)        // --password (value next)
-	headerArg = regexp.MustCompile(`^([A-Za-z0-9_-]+):[ \t]*(.*)$`)  // Authorization: Bearer x
-)
-
-// maskArgs masks a command's arguments: the value of a credential-like
-// flag, written --name=value, name=value, "Name: value" or as the
-// argument after --name (unless that one starts with "-"), and the URLs
-// of every other argument.
+// maskArgs masks a command's arguments: each credential
+// secrets.RewriteArgs finds (a credential-like flag's value, a URL's).
 func maskArgs(args []string) []string {
-	out := slices.Clone(args)
-	for i := 0; i < len(out); i++ {
-		a := out[i]
-		if m := flagValue.FindStringSubmatch(a); m != nil && credentialName.MatchString(m[1]) {
-			out[i] = a[:len(a)-len(m[2])] + maskSecret(m[2])
-			continue
-		}
-		if m := headerArg.FindStringSubmatch(a); m != nil && credentialName.MatchString(m[1]) {
-			out[i] = a[:len(a)-len(m[2])] + maskSecret(m[2])
-			continue
-		}
-		if flagAlone.MatchString(a) && credentialName.MatchString(a) && i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
-			out[i+1] = maskSecret(out[i+1])
-			i++
-			continue
-		}
-		out[i] = maskURLs(a)
-	}
-	return out
+	return secrets.RewriteArgs(args, func(_, v string) string { return maskSecret(v) })
 }
 
 // maskConfig hides literal credentials in a server entry from everyone but
