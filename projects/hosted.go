@@ -24,6 +24,20 @@ func (h *Hub) NameTaken(ctx context.Context, id, name string) bool {
 	return !errors.Is(err, switchboard.ErrNotFound)
 }
 
+// HostedServer reports whether project id has a hosted server called
+// name (registered, or in the servers file).
+func (h *Hub) HostedServer(id, name string) bool {
+	if h.opts.HostedSpecs == nil {
+		return false
+	}
+	for _, s := range h.opts.HostedSpecs(id) {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // HostedChanged applies project id's hosted servers now.
 func (h *Hub) HostedChanged(ctx context.Context, id string) {
 	if err := h.Reconcile(ctx, id); err != nil && !errors.Is(err, switchboard.ErrNotFound) {

@@ -290,3 +290,32 @@ func TestHostedCLISynopsis(t *testing.T) {
 		}
 	}
 }
+
+// TestHostedHTTPSource (issue 34, item 11): a hosted server reached over
+// HTTP (stdio_bridge false) is listed as hosted, not built-in, among the
+// project's servers.
+func TestHostedHTTPSource(t *testing.T) {
+	eng := enginetest.New(t)
+	image := enginetest.GoImage(t, eng, mcpFixturePkg)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	admin.must(201, "POST", "/api/v1/mcp/servers", map[string]any{"name": "web", "image": image, "stdio_bridge": false, "port": 8000,
+		"network": "bridge", "environment": map[string]string{"MCPFIXTURE_HTTP": ":8000"}}, nil)
+	var source string
+	eventually(t, opTimeout, func() (bool, string) {
+		var list struct {
+			Servers []struct{ Name, Source string } `json:"servers"`
+		}
+		admin.must(200, "GET", "/api/v1/projects/default/servers", nil, &list)
+		for _, s := range list.Servers {
+			if s.Name == "web" {
+				source = s.Source
+				return true, ""
+			}
+		}
+		return false, "the hosted server is not listed yet"
+	})
+	if source != "hosted" {
+		t.Fatalf("the HTTP hosted server's source is %q, want hosted", source)
+	}
+}

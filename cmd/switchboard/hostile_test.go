@@ -1386,3 +1386,36 @@ func TestHostileCredentialsInStderr(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileShadowHosted (issue 34, item 9): a project token creates a
+// stored server with the name of the project's hosted server, which would
+// then stop being served ("another server of the project has its
+// name"). It is refused (409, naming the hosted server); no engine is
+// needed: a servers-file hosted entry is listed with the engine
+// unreachable.
+func TestHostileShadowHosted(t *testing.T) {
+	g := startGateway(t, [][2]any{{"boxed", map[string]any{"hosted": map[string]any{"image": "switchboard-test/any:1"}}}},
+		map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken, "DOCKER_HOST": "unix://" + t.TempDir() + "/no-docker.sock"})
+	api := newAPI(t, g.url, adminToken)
+	tenant := api.as(api.createToken("default", "tenant").Token)
+	body := string(tenant.must(http.StatusConflict, "POST", "/api/v1/projects/default/servers",
+		map[string]any{"name": "boxed", "config": map[string]any{"url": "http://127.0.0.1:9/mcp"}}, nil))
+	if !strings.Contains(body, "hosted server") {
+		t.Errorf("409 body %s: want it to name the hosted server", body)
+	}
+	// The admin may not shadow it either.
+	api.must(http.StatusConflict, "POST", "/api/v1/projects/default/servers",
+		map[string]any{"name": "boxed", "config": map[string]any{"url": "http://127.0.0.1:9/mcp"}}, nil)
+	var list struct {
+		Servers []struct {
+			Name   string `json:"name"`
+			Source string `json:"source"`
+		} `json:"servers"`
+	}
+	api.must(http.StatusOK, "GET", "/api/v1/projects/default/servers", nil, &list)
+	for _, s := range list.Servers {
+		if s.Name == "boxed" && s.Source != "hosted" {
+			t.Fatalf("a server named boxed that is not the hosted one: %+v", list)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type Projects interface {
 	// FileServer reports whether the servers file configures this server
 	// name in the project (such a name is not free for stored servers).
 	FileServer(project, name string) bool
+	// HostedServer reports whether a hosted server of the project has
+	// this name (such a name is not free for stored servers either).
+	HostedServer(project, name string) bool
 	// ParseServer reads a server entry (one mcpServers member) as the
 	// gateway will run it, with getenv standing in for secrets and the
 	// environment. A nil spec means the entry says "disabled"; errors

@@ -22,6 +22,7 @@ type noProjects struct{}
 
 func (noProjects) Reconcile(context.Context, string) error { return nil }
 func (noProjects) FileServer(string, string) bool          { return false }
+func (noProjects) HostedServer(string, string) bool        { return false }
 func (noProjects) Status(context.Context, string) ([]switchboard.ServerStatus, error) {
 	return nil, nil
 }

@@ -53,7 +53,9 @@ func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
 			}
 			src := "built-in"
 			switch {
-			case s.Transport == switchboard.TransportHosted:
+			case s.Transport == switchboard.TransportHosted || a.opts.Projects.HostedServer(p, s.Name):
+				// An HTTP hosted server (stdio_bridge false) is reached at
+				// its address, with an HTTP transport: still hosted.
 				src = "hosted"
 			case a.opts.Projects.FileServer(p, s.Name) && a.opts.Reload != nil:
 				src = "file"
@@ -219,11 +221,16 @@ func (a *API) admit(r *http.Request, rec *switchboard.ServerRecord, touchesComma
 }
 
 // notReserved refuses a stored server named like one the gateway's servers
-// file (or the built-in demo) configures: the file's server would win and
-// the stored one would never run.
+// file (or the built-in demo) configures, or like a hosted server of the
+// project: the file's server would win and the stored one would never
+// run, and a stored one would shadow the hosted server (a project token
+// could take an admin's hosted server off the air by its name).
 func (a *API) notReserved(project, name string) error {
 	if a.opts.Projects.FileServer(project, name) {
 		return switchboard.Errorf(switchboard.ErrConflict, "server %q is configured by the gateway's servers file (MCP_SERVER_CONFIG) or built-in demo in project %q; choose another name", name, project)
+	}
+	if a.opts.Projects.HostedServer(project, name) {
+		return switchboard.Errorf(switchboard.ErrConflict, "server %q is a hosted server of project %q; choose another name", name, project)
 	}
 	return nil
 }
