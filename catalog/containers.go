@@ -109,15 +109,14 @@ func (o *OnDemand) unreserve() {
 }
 
 // volumeFor is the engine volume of a catalog entry's named volume in
-// project: shared by that project's sessions, never by another project's
-// or another gateway instance's (the name carries the instance). One made
-// before the name did, of this instance, is kept.
-func (o *OnDemand) volumeFor(ctx context.Context, project, name string) string {
-	legacy := "switchboard-catalog-" + hosted.VolumeSlug(project, 64) + "-" + name
-	if v, err := o.eng.InspectVolume(ctx, legacy); err == nil && v.Labels[engine.LabelInstance] == o.eng.Instance() {
-		return legacy
-	}
-	return "switchboard-" + hosted.VolumeSlug(o.eng.Instance(), 40) + "-catalog-" + hosted.VolumeSlug(project, 64) + "-" + name
+// project, carrying labels l: shared by that project's sessions and
+// entries, never by another project's or another gateway instance's (the
+// name is made of the instance, the project and the volume's name). One
+// an earlier version named (engine.LegacyCatalogVolumes) is kept when its
+// labels are exactly l's.
+func (o *OnDemand) volumeFor(ctx context.Context, project, name string, l map[string]string) (string, error) {
+	inst := o.eng.Instance()
+	return o.eng.FindVolume(ctx, engine.Name("catalog", inst, project, name), l, engine.LegacyCatalogVolumes(inst, project, name)...)
 }
 
 // start creates, attaches, starts and initializes a container of e for
@@ -163,8 +162,14 @@ func (o *OnDemand) start(ctx context.Context, project, owner string, e *CatalogE
 	}
 	spec.Runtime = rt.Runtime
 	for _, v := range e.Volumes {
-		name := o.volumeFor(cctx, project, v.Name)
-		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project, hosted.LabelServer: e.Name, hosted.LabelPath: v.Target}
+		// The owner is the project: every entry naming the volume shares
+		// it, wherever it mounts it, so it carries neither the entry nor
+		// the path (labels that reuse compares).
+		vl := map[string]string{engine.LabelKind: KindCatalog, engine.LabelProject: project}
+		name, err := o.volumeFor(cctx, project, v.Name, vl)
+		if err != nil {
+			return nil, catalogErr(e, err)
+		}
 		if err := o.eng.CreateVolume(cctx, name, vl); err != nil {
 			return nil, catalogErr(e, err)
 		}

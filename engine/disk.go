@@ -135,9 +135,9 @@ func (e *Engine) checkDiskLimits() (final bool, err error) {
 // CreateSizedVolume creates a named local volume carrying labels (as
 // CreateVolume does) whose contents cannot grow past d.Bytes: writes
 // beyond it fail with ENOSPC inside the container. A volume that already
-// exists with this instance's label is reused as it is, sized or not, and
-// its image attached if its loop device is gone; one that belongs to
-// someone else is ErrConflict. Errors: ErrInvalid for a bad name or a
+// exists with every label it would be given (see CreateVolume) is reused
+// as it is, sized or not, and its image attached if its loop device is
+// gone; one that differs in any label is ErrConflict. Errors: ErrInvalid for a bad name or a
 // size under 16 MiB, ErrConfig when DiskLimits is not nil, ErrInternal
 // when making the file system fails, and the engine's errors.
 func (e *Engine) CreateSizedVolume(ctx context.Context, name string, labels map[string]string, d Disk) error {
@@ -156,8 +156,8 @@ func (e *Engine) CreateSizedVolume(ctx context.Context, name string, labels map[
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		if v.Labels[LabelManaged] != "1" || v.Labels[LabelInstance] != e.instance {
-			return switchboard.Errorf(switchboard.ErrConflict, "volume %q exists and does not belong to this gateway", name)
+		if err := sameOwner(name, v.Labels, e.labels(labels)); err != nil {
+			return err
 		}
 		if _, err := os.Stat(e.disk.image(name)); err != nil {
 			return nil // a plain volume from before sizes were configured

@@ -47,6 +47,9 @@ func TestSizedVolume(t *testing.T) {
 	if err := e.CreateSizedVolume(ctx, vol, nil, d); err != nil {
 		t.Fatalf("re-create own volume: %v", err)
 	}
+	if err := e.CreateSizedVolume(ctx, vol, map[string]string{engine.LabelKind: "catalog"}, d); !errors.Is(err, switchboard.ErrConflict) || !strings.Contains(err.Error(), engine.LabelKind) {
+		t.Fatalf("re-create as another kind's volume: %v, want ErrConflict naming %s", err, engine.LabelKind)
+	}
 	v, err := e.InspectVolume(ctx, vol)
 	if err != nil || v.Labels[engine.LabelKind] != "workspace" || v.Labels[engine.LabelInstance] != e.Instance() {
 		t.Fatalf("inspect: %+v %v", v, err)

@@ -135,7 +135,7 @@ func (e *Engine) probeOnce(ctx context.Context, runtime, img, network string) er
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	spec := Spec{
-		Name:         "switchboard-probe-" + runtime + "-" + hex.EncodeToString(b[:]),
+		Name:         Name("probe", runtime, hex.EncodeToString(b[:])),
 		Image:        img,
 		Entrypoint:   []string{"sh", "-c", probeScript},
 		Cmd:          []string{},

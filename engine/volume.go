@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -19,17 +22,62 @@ type Volume struct {
 }
 
 // CreateVolume creates a named local volume carrying labels. One that
-// already exists with this instance's label is reused; one that belongs
-// to someone else is ErrConflict.
+// already exists is reused only when it carries every label CreateVolume
+// would put on it (this instance's, and the caller's: kind, project,
+// ref...); one that differs in any is ErrConflict naming the label.
 func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	want := e.labels(labels)
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		if v.Labels[LabelManaged] == "1" && v.Labels[LabelInstance] == e.instance {
-			return nil
-		}
-		return switchboard.Errorf(switchboard.ErrConflict, "volume %q exists and does not belong to this gateway", name)
+		return sameOwner(name, v.Labels, want)
+	} else if !errors.Is(err, switchboard.ErrNotFound) {
+		return err
 	}
-	_, err := e.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: e.labels(labels)})
+	_, err := e.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: want})
 	return e.wrap(err, "create volume "+name)
+}
+
+// sameOwner checks that an existing object's labels got hold every label
+// of want with the same value: nil, or ErrConflict naming the first that
+// differs. Values are not shown: another project's name is not this
+// caller's to read.
+func sameOwner(name string, got, want map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := got[k]; !ok || v != want[k] {
+			return switchboard.Errorf(switchboard.ErrConflict, "volume %q already exists with a different %s label: it belongs to another owner and is not reused", name, k)
+		}
+	}
+	return nil
+}
+
+// FindVolume returns the name of the volume that carries labels: name
+// when it exists or none does, else the first of legacy (a name an
+// earlier version gave it, see LegacyCatalogVolumes) that exists with
+// every label CreateVolume would put on it. A legacy volume whose labels
+// differ is someone else's and is never returned. It creates nothing.
+// Errors: ErrUnavailable and the engine's others (not ErrNotFound).
+func (e *Engine) FindVolume(ctx context.Context, name string, labels map[string]string, legacy ...string) (string, error) {
+	if len(legacy) == 0 {
+		return name, nil
+	}
+	if _, err := e.InspectVolume(ctx, name); err == nil {
+		return name, nil
+	} else if !errors.Is(err, switchboard.ErrNotFound) {
+		return "", err
+	}
+	want := e.labels(labels)
+	for _, l := range legacy {
+		v, err := e.InspectVolume(ctx, l)
+		if errors.Is(err, switchboard.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if sameOwner(l, v.Labels, want) == nil {
+			return l, nil
+		}
+	}
+	return name, nil
 }
 
 // RemoveVolume removes a volume, and a sized volume's loop device and

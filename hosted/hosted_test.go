@@ -300,8 +300,12 @@ func TestReplaceAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := map[string]string{engine.LabelKind: hosted.KindMCPServer, engine.LabelRef: row.ID}
-	volume := "switchboard-" + row.ID + "-data"
-	if err := e.eng.CreateVolume(ctx, volume, labels); err != nil {
+	// Its volume, named as an earlier version did, with the row's owner
+	// labels: adopted, not replaced by an empty one.
+	volume := engine.LegacyHostedVolume(row.ID, "/data")
+	volumeLabels := map[string]string{engine.LabelKind: hosted.KindMCPServer, engine.LabelRef: row.ID, engine.LabelProject: "default",
+		hosted.LabelServer: "keeper", hosted.LabelPath: "/data"}
+	if err := e.eng.CreateVolume(ctx, volume, volumeLabels); err != nil {
 		t.Fatal(err)
 	}
 	// What the killed gateway process left: its container, running, and a
@@ -575,5 +579,43 @@ func TestRestartPolicyOnCleanExit(t *testing.T) {
 	st = e.wait("onfail", "stopped", isStatus(switchboard.HostedStopped))
 	if st.RestartCount != 0 || st.CrashCount != 0 {
 		t.Errorf("on-failure after exit 0: %+v", st)
+	}
+}
+
+// TestVolumeNamesPerPath: the old names made /a/b and /a_b of one server
+// one volume; now each path has its own. The volume an earlier version
+// made for /a/b (its labels say /a/b) is adopted, not handed to /a_b, and
+// a delete removes both.
+func TestVolumeNamesPerPath(t *testing.T) {
+	e := newEnv(t, nil, nil, fastTiming())
+	ctx := context.Background()
+	cfg := `{"name":"paths","image":"` + e.image + `","volumes":["/a/b","/a_b"]}`
+	row, err := e.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: "default", ContainerType: switchboard.ContainerMCPServer,
+		Image: e.image, Config: json.RawMessage(cfg), Status: "running", Provider: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := engine.LegacyHostedVolume(row.ID, "/a/b")
+	if legacy != engine.LegacyHostedVolume(row.ID, "/a_b") {
+		t.Fatal("the legacy names of /a/b and /a_b differ: the test no longer reproduces the collision")
+	}
+	if err := e.eng.CreateVolume(ctx, legacy, map[string]string{engine.LabelKind: hosted.KindMCPServer, engine.LabelRef: row.ID,
+		engine.LabelProject: "default", hosted.LabelServer: "paths", hosted.LabelPath: "/a/b"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := e.start()
+	e.wait("paths", "started", func(s switchboard.HostedStatus) bool { return s.StartedAt != nil })
+	byPath := map[string]string{}
+	for _, v := range volumes(t, e.eng) {
+		byPath[v.Labels[hosted.LabelPath]] = v.Name
+	}
+	if len(byPath) != 2 || byPath["/a/b"] != legacy || byPath["/a_b"] == legacy || byPath["/a_b"] == "" {
+		t.Errorf("volumes by path %v, want /a/b on its legacy volume %s and /a_b on one of its own", byPath, legacy)
+	}
+	if err := svc.Delete(ctx, "default", "paths", false); err != nil {
+		t.Fatal(err)
+	}
+	if vs := volumes(t, e.eng); len(vs) != 0 {
+		t.Errorf("volumes after delete: %+v", vs)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -507,21 +506,24 @@ func labels(project, rowID, name string) map[string]string {
 	return map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID, engine.LabelProject: project, LabelServer: name}
 }
 
-var volumeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
-// VolumeSlug turns s into text a volume name can hold, at most n bytes.
-func VolumeSlug(s string, n int) string {
-	slug := strings.Trim(volumeChars.ReplaceAllString(s, "_"), "_.-")
-	if len(slug) > n {
-		slug = slug[:n]
-	}
-	return slug
-}
-
 // volumeName is the named volume of one row and container path: stable,
 // so it survives restarts, crashes and gateway restarts.
-func volumeName(rowID, path string) string {
-	return "switchboard-" + rowID + "-" + VolumeSlug(path, 40)
+func (s *Service) volumeName(rowID, path string) string {
+	return engine.Name("mcp", s.eng.Instance(), rowID, path)
+}
+
+// volumeFor is the volume of a row's path carrying labels l: the one an
+// earlier version named (engine.LegacyHostedVolume) when it exists with
+// exactly these owner labels, else volumeName.
+func (s *Service) volumeFor(ctx context.Context, rowID, path string, l map[string]string) (string, error) {
+	return s.eng.FindVolume(ctx, s.volumeName(rowID, path), l, engine.LegacyHostedVolume(rowID, path))
+}
+
+// volumeLabels are the labels of a row's volume at path.
+func volumeLabels(project, rowID, name, path string) map[string]string {
+	l := labels(project, rowID, name)
+	l[LabelPath] = path
+	return l
 }
 
 // create makes a row's volumes (when missing) and a new container; any
@@ -576,9 +578,11 @@ func (s *Service) create(ctx context.Context, project, rowID string, p plan) (id
 		spec.Entrypoint = []string{p.reg.Command}
 	}
 	for _, path := range p.reg.Volumes {
-		name := volumeName(rowID, path)
-		l := labels(project, rowID, p.reg.Name)
-		l[LabelPath] = path
+		l := volumeLabels(project, rowID, p.reg.Name, path)
+		name, err := s.volumeFor(ctx, rowID, path, l)
+		if err != nil {
+			return "", nil, "", err
+		}
 		if err := s.eng.CreateVolume(ctx, name, l); err != nil {
 			return "", nil, "", err
 		}
@@ -679,9 +683,18 @@ func (s *Service) cleanup(ctx context.Context, rowID string, p plan, keepVolumes
 	if keepVolumes {
 		return
 	}
+	// By label, not by name: an earlier version's volume the row adopted
+	// (see volumeFor) goes too.
 	for _, path := range p.reg.Volumes {
-		if err := s.eng.RemoveVolume(ctx, volumeName(rowID, path)); err != nil {
-			s.log.Warn("removing a hosted server's volume", "hosted_id", rowID, "volume", volumeName(rowID, path), "err", err)
+		vs, err := s.eng.ListVolumes(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: rowID, LabelPath: path})
+		if err != nil {
+			s.log.Warn("listing a hosted server's volumes", "hosted_id", rowID, "err", err)
+			continue
+		}
+		for _, v := range vs {
+			if err := s.eng.RemoveVolume(ctx, v.Name); err != nil {
+				s.log.Warn("removing a hosted server's volume", "hosted_id", rowID, "volume", v.Name, "err", err)
+			}
 		}
 	}
 }

@@ -584,7 +584,7 @@ func (s *Service) startContainer(ctx context.Context, x *session) (string, *supe
 	_, variable := s.imageFor(x.template)
 	lim := limitsFor(x.flavor, info)
 	spec := engine.Spec{
-		Name:         "switchboard-" + x.id,
+		Name:         engine.Name(KindSession, x.id),
 		Image:        x.image,
 		Cmd:          supervisorCmd(s.fileBytes(x.flavor), 0, 0),
 		Stdin:        true,

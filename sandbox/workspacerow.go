@@ -53,8 +53,10 @@ func (c *workspaceConfig) recordAttach(e switchboard.AttachEvent) {
 	}
 }
 
-// volumeFor names the Docker volume of workspace id.
-func volumeFor(id string) string { return "switchboard-ws-" + id }
+// volumeFor names the Docker volume of workspace id: "switchboard-ws-"
+// and the id, for the ids the store and newID make (letters, digits and
+// "-"), as before names were made by engine.Name.
+func volumeFor(id string) string { return engine.Name("ws", id) }
 
 // newWorkspace gives x a fresh workspace: a row in the store (when there
 // is one) and its volume.
