@@ -156,7 +156,7 @@ func (e *Engine) CreateSizedVolume(ctx context.Context, name string, labels map[
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		if v.Labels[LabelManaged] != "1" || v.Labels[LabelInstance] != e.instance {
+		if v.Labels[LabelManaged] != "1" || v.Labels[LabelInstance] != e.instance || !e.ours("volume", name, v.Labels) {
 			return switchboard.Errorf(switchboard.ErrConflict, "volume %q exists and does not belong to this gateway", name)
 		}
 		if _, err := os.Stat(e.disk.image(name)); err != nil {

@@ -23,7 +23,7 @@ type Volume struct {
 // to someone else is ErrConflict.
 func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		if v.Labels[LabelManaged] == "1" && v.Labels[LabelInstance] == e.instance {
+		if v.Labels[LabelManaged] == "1" && v.Labels[LabelInstance] == e.instance && e.ours("volume", name, v.Labels) {
 			return nil
 		}
 		return switchboard.Errorf(switchboard.ErrConflict, "volume %q exists and does not belong to this gateway", name)
@@ -58,7 +58,8 @@ func (e *Engine) InspectVolume(ctx context.Context, name string) (Volume, error)
 	return Volume{Name: res.Volume.Name, Mountpoint: res.Volume.Mountpoint, Labels: res.Volume.Labels}, nil
 }
 
-// ListVolumes returns this instance's volumes carrying labels.
+// ListVolumes returns this store's volumes of the instance carrying
+// labels.
 func (e *Engine) ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error) {
 	res, err := e.cli.VolumeList(ctx, client.VolumeListOptions{Filters: e.filters(labels)})
 	if err != nil {
@@ -66,6 +67,9 @@ func (e *Engine) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 	}
 	out := make([]Volume, 0, len(res.Items))
 	for _, v := range res.Items {
+		if !e.ours("volume", v.Name, v.Labels) {
+			continue
+		}
 		out = append(out, Volume{Name: v.Name, Mountpoint: v.Mountpoint, Labels: v.Labels})
 	}
 	return out, nil
