@@ -10,13 +10,13 @@
 // (the store row or session it belongs to). An engine finds, adopts and
 // removes only its instance's objects that carry its store's identity (or
 // none: see ours), so two gateways given one instance name on two stores
-// never touch each other's. Every container also
-// carries LabelOwner, the owner id of the gateway process that created it
-// (see package lease), and only that process changes it: RemoveOwned
-// removes the caller's own, and Sweep removes those whose owner is no
-// longer alive (a gateway killed with -9), never a live one's, so a second
-// gateway on the same data dir or a replica on the same database leaves
-// the first one's containers alone. Volumes outlive processes and carry no
+// never touch each other's. Every container also carries LabelOwner, the
+// owner id of the gateway process that created it (see package lease),
+// and only that process changes it: RemoveOwned removes the caller's own,
+// and Sweep removes those whose owner is no longer alive (a gateway
+// killed with -9), never a live one's, so a second gateway on the same
+// data dir or a replica on the same database leaves the first one's
+// containers alone. Volumes outlive processes and carry no
 // owner: the store row named by LabelRef owns them, and whoever deletes
 // the row removes the volume.
 //
