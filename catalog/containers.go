@@ -110,13 +110,15 @@ func (o *OnDemand) unreserve() {
 
 // volumeFor is the engine volume of a catalog entry's named volume in
 // project, carrying labels l: shared by that project's sessions and
-// entries, never by another project's or another gateway instance's (the
-// name is made of the instance, the project and the volume's name). One
+// entries, never by another project's or another gateway's (the name is
+// made of the instance, the store's identity, the project and the
+// volume's name: two gateways given one instance name on two stores get
+// two volumes). One
 // an earlier version named (engine.LegacyCatalogVolumes) is kept when its
 // labels are exactly l's.
 func (o *OnDemand) volumeFor(ctx context.Context, project, name string, l map[string]string) (string, error) {
 	inst := o.eng.Instance()
-	return o.eng.FindVolume(ctx, engine.Name("catalog", inst, project, name), l, engine.LegacyCatalogVolumes(inst, project, name)...)
+	return o.eng.FindVolume(ctx, engine.Name("catalog", inst, o.eng.Store(), project, name), l, engine.LegacyCatalogVolumes(inst, project, name)...)
 }
 
 // start creates, attaches, starts and initializes a container of e for

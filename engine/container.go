@@ -91,7 +91,7 @@ type Spec struct {
 	Env        []string // "K=V"
 	WorkingDir string
 	User       string
-	Labels     map[string]string // LabelManaged and LabelInstance are added
+	Labels     map[string]string // LabelManaged, LabelInstance and LabelStore are added
 	// Stdin keeps stdin open for an attach bridge (no TTY).
 	Stdin        bool
 	NanoCPUs     int64 // 1e9 is one CPU; 0 is unlimited
@@ -405,8 +405,8 @@ func (e *Engine) Inspect(ctx context.Context, id string) (State, error) {
 	return st, nil
 }
 
-// List returns this instance's containers (in any state) that carry the
-// given labels.
+// List returns this store's containers of the instance (in any state)
+// that carry the given labels.
 func (e *Engine) List(ctx context.Context, labels map[string]string) ([]State, error) {
 	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: e.filters(labels)})
 	if err != nil {
@@ -414,6 +414,9 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]State, e
 	}
 	out := make([]State, 0, len(res.Items))
 	for _, c := range res.Items {
+		if !e.ours("container", c.ID, c.Labels) {
+			continue
+		}
 		st, err := e.Inspect(ctx, c.ID)
 		if err != nil {
 			if cerrdefs.IsNotFound(err) || switchboardNotFound(err) {
@@ -448,7 +451,7 @@ func (e *Engine) RemoveOwned(ctx context.Context, labels map[string]string) ([]s
 	return ids, err
 }
 
-// TakeOver removes this instance's containers carrying labels whoever
+// TakeOver removes this store's containers carrying labels whoever
 // created them, and returns their ids: what a replica that takes over a
 // row (a hosted server whose owner died or let its lease go) does before
 // it starts the row's container, so no second copy ever runs beside one
@@ -465,7 +468,7 @@ func (e *Engine) TakeOver(ctx context.Context, labels map[string]string) ([]stri
 	return ids, err
 }
 
-// Sweep removes this instance's containers whose owner is not alive: a
+// Sweep removes this store's containers whose owner is not alive: a
 // gateway process that ended without removing them (killed with -9), or
 // none at all (an older gateway's, a command's). Those of this process and
 // of every owner alive reports true for stay; when alive fails, the owner
@@ -490,7 +493,7 @@ func (e *Engine) Sweep(ctx context.Context, alive func(ctx context.Context, owne
 	})
 }
 
-// remove removes this instance's containers carrying labels for which
+// remove removes this store's containers carrying labels for which
 // keep returns false (all when keep is nil), and returns them. It reads
 // the engine's list only (id, name, image, labels, state), not each
 // container's inspect: Sweep runs every lease period.
@@ -505,7 +508,7 @@ func (e *Engine) remove(ctx context.Context, labels map[string]string, keep func
 		if len(c.Names) > 0 {
 			st.Name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		if keep != nil && keep(st) {
+		if !e.ours("container", st.Name, st.Labels) || (keep != nil && keep(st)) {
 			continue
 		}
 		if err := e.Remove(ctx, st.ID); err != nil {

@@ -156,7 +156,7 @@ func (e *Engine) CreateSizedVolume(ctx context.Context, name string, labels map[
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		if err := sameOwner(name, v.Labels, e.labels(labels)); err != nil {
+		if err := e.sameOwner(name, v.Labels, e.labels(labels)); err != nil {
 			return err
 		}
 		if _, err := os.Stat(e.disk.image(name)); err != nil {

@@ -3,16 +3,20 @@
 // labels and cleanup. hosted/ (MCP servers in containers) and sandbox/
 // (code execution) both build on it; nothing Docker-typed leaves it.
 //
-// Ownership has one rule. Every object it creates carries LabelManaged
-// and LabelInstance (the gateway instance: its data dir or database,
-// shared by replicas), and what it serves: LabelKind, LabelProject and
-// LabelRef (the store row or session it belongs to). Every container also
-// carries LabelOwner, the owner id of the gateway process that created it
-// (see package lease), and only that process changes it: RemoveOwned
-// removes the caller's own, and Sweep removes those whose owner is no
-// longer alive (a gateway killed with -9), never a live one's, so a second
-// gateway on the same data dir or a replica on the same database leaves
-// the first one's containers alone. Volumes outlive processes and carry no
+// Ownership has one rule. Every object it creates carries LabelManaged,
+// LabelInstance (the gateway instance's name, shared by replicas) and
+// LabelStore (the identity of the store that owns it: one data dir or
+// database), and what it serves: LabelKind, LabelProject and LabelRef
+// (the store row or session it belongs to). An engine finds, adopts and
+// removes only its instance's objects that carry its store's identity (or
+// none: see ours), so two gateways given one instance name on two stores
+// never touch each other's. Every container also carries LabelOwner, the
+// owner id of the gateway process that created it (see package lease),
+// and only that process changes it: RemoveOwned removes the caller's own,
+// and Sweep removes those whose owner is no longer alive (a gateway
+// killed with -9), never a live one's, so a second gateway on the same
+// data dir or a replica on the same database leaves the first one's
+// containers alone. Volumes outlive processes and carry no
 // owner: the store row named by LabelRef owns them, and whoever deletes
 // the row removes the volume.
 //
@@ -48,6 +52,7 @@ const Provider = "docker"
 const (
 	LabelManaged  = "io.switchboard.managed"  // "1" on everything we create
 	LabelInstance = "io.switchboard.instance" // Options.Instance
+	LabelStore    = "io.switchboard.store"    // Options.Store, the identity of the store that owns it
 	LabelOwner    = "io.switchboard.owner"    // containers: Options.Owner, the gateway process holding it
 	LabelKind     = "io.switchboard.kind"     // the caller's kind: "mcp_server", "catalog", "sandbox", "workspace", "helper"
 	LabelProject  = "io.switchboard.project"  // the project it serves
@@ -67,7 +72,12 @@ type Options struct {
 	// put on every container it creates. "" leaves containers ownerless:
 	// any Sweep of the instance removes them (commands and tests that
 	// hold no lease).
-	Owner  string
+	Owner string
+	// Store is the identity of the gateway's store (the id it keeps),
+	// put on every object; the engine lists, adopts and removes only
+	// objects carrying it or none. "" (commands and tests that open no
+	// store) takes every object of the instance as its own.
+	Store  string
 	Logger *slog.Logger
 	// DiskDir is a directory on the engine's host for the file system
 	// images of sized volumes (CreateSizedVolume); "" turns them off.
@@ -92,8 +102,12 @@ type Engine struct {
 	host     string
 	instance string
 	owner    string
+	store    string
 	log      *slog.Logger
 	disk     *disks
+
+	foreignMu sync.Mutex
+	foreign   map[string]bool // other stores' identities already warned of
 
 	pulls pulls
 
@@ -125,7 +139,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.Runtime == RuntimeAuto {
 		opts.Runtime = ""
 	}
-	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, owner: opts.Owner, log: opts.Logger, disk: newDisks(opts.DiskDir),
+	return &Engine{cli: cli, host: cli.DaemonHost(), instance: opts.Instance, owner: opts.Owner, store: opts.Store, log: opts.Logger, disk: newDisks(opts.DiskDir),
 		rt: runtimes{setting: opts.Runtime, probeImage: opts.ProbeImage, prefer: cmp.Or(opts.Prefer, RuntimeGVisor)}}, nil
 }
 
@@ -134,6 +148,9 @@ func (e *Engine) Close() error { return e.cli.Close() }
 
 // Instance returns the instance name this engine labels objects with.
 func (e *Engine) Instance() string { return e.instance }
+
+// Store returns the store identity this engine labels objects with.
+func (e *Engine) Store() string { return e.store }
 
 // Owner returns the owner id this engine labels containers with.
 func (e *Engine) Owner() string { return e.owner }
@@ -287,6 +304,10 @@ func (e *Engine) labels(extra map[string]string) map[string]string {
 	delete(l, LabelOwner)
 	l[LabelManaged] = "1"
 	l[LabelInstance] = e.instance
+	delete(l, LabelStore)
+	if e.store != "" {
+		l[LabelStore] = e.store
+	}
 	return l
 }
 
@@ -299,13 +320,46 @@ func (e *Engine) containerLabels(extra map[string]string) map[string]string {
 	return l
 }
 
-// filters selects this instance's objects carrying the given labels.
+// filters selects this instance's objects carrying the given labels; ours
+// then keeps those of this store (a label filter cannot ask for a label
+// that is absent).
 func (e *Engine) filters(extra map[string]string) client.Filters {
 	f := make(client.Filters).Add("label", LabelManaged+"=1", LabelInstance+"="+e.instance)
 	for k, v := range extra {
 		f = f.Add("label", k+"="+v)
 	}
 	return f
+}
+
+// ours reports whether an object of this instance, by its labels,
+// belongs to this engine's store. One carrying another store's identity
+// belongs to another gateway that was given the same instance name: it is
+// never listed, adopted or removed here, and the first one seen of each
+// such store is warned of. One carrying no store identity was made before
+// the label existed (or by a command that opens no store): it counts as
+// this store's, as the instance name matches, and a container of it is
+// still removed only when its owner is dead (Sweep's alive, which takes a
+// process that runs on this host for alive whatever its store), so an
+// older gateway that still runs keeps its containers.
+func (e *Engine) ours(kind, name string, l map[string]string) bool {
+	s := l[LabelStore]
+	if e.store == "" || s == "" || s == e.store {
+		return true
+	}
+	e.foreignMu.Lock()
+	warned := e.foreign[s]
+	if !warned {
+		if e.foreign == nil {
+			e.foreign = map[string]bool{}
+		}
+		e.foreign[s] = true
+	}
+	e.foreignMu.Unlock()
+	if !warned {
+		e.log.Warn("another gateway uses this instance name with another store; its containers and volumes are left alone. Give each gateway its own MCP_SERVER_INSTANCE (or leave it unset)",
+			"instance", e.instance, "store", e.store, "other_store", s, kind, name)
+	}
+	return false
 }
 
 // ImageExists reports whether ref is present in the engine.

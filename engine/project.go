@@ -7,8 +7,8 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// ProjectObjects counts this instance's containers (of any owner) and
-// volumes labelled with project. Errors: ErrUnavailable.
+// ProjectObjects counts this store's containers (of any owner) and
+// volumes of the instance labelled with project. Errors: ErrUnavailable.
 func (e *Engine) ProjectObjects(ctx context.Context, project string) (containers, volumes int, err error) {
 	l := map[string]string{LabelProject: project}
 	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: e.filters(l)})
@@ -19,7 +19,12 @@ func (e *Engine) ProjectObjects(ctx context.Context, project string) (containers
 	if err != nil {
 		return 0, 0, err
 	}
-	return len(cs.Items), len(vs), nil
+	for _, c := range cs.Items {
+		if e.ours("container", c.ID, c.Labels) {
+			containers++
+		}
+	}
+	return containers, len(vs), nil
 }
 
 // RemoveProject removes what is left of a deleted project: this

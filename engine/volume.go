@@ -28,7 +28,7 @@ type Volume struct {
 func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
 	want := e.labels(labels)
 	if v, err := e.InspectVolume(ctx, name); err == nil {
-		return sameOwner(name, v.Labels, want)
+		return e.sameOwner(name, v.Labels, want)
 	} else if !errors.Is(err, switchboard.ErrNotFound) {
 		return err
 	}
@@ -40,8 +40,14 @@ func (e *Engine) CreateVolume(ctx context.Context, name string, labels map[strin
 // of want with the same value: nil, or ErrConflict naming the first that
 // differs. Values are not shown: another project's name is not this
 // caller's to read.
-func sameOwner(name string, got, want map[string]string) error {
+func (e *Engine) sameOwner(name string, got, want map[string]string) error {
+	if !e.ours("volume", name, got) {
+		return switchboard.Errorf(switchboard.ErrConflict, "volume %q belongs to another gateway that uses this instance name with another store; it is not reused", name)
+	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := got[k]; !ok && k == LabelStore {
+			continue // made before the store label: its instance's (see ours)
+		}
 		if v, ok := got[k]; !ok || v != want[k] {
 			return switchboard.Errorf(switchboard.ErrConflict, "volume %q already exists with a different %s label: it belongs to another owner and is not reused", name, k)
 		}
@@ -73,7 +79,7 @@ func (e *Engine) FindVolume(ctx context.Context, name string, labels map[string]
 		if err != nil {
 			return "", err
 		}
-		if sameOwner(l, v.Labels, want) == nil {
+		if e.sameOwner(l, v.Labels, want) == nil {
 			return l, nil
 		}
 	}
@@ -106,7 +112,8 @@ func (e *Engine) InspectVolume(ctx context.Context, name string) (Volume, error)
 	return Volume{Name: res.Volume.Name, Mountpoint: res.Volume.Mountpoint, Labels: res.Volume.Labels}, nil
 }
 
-// ListVolumes returns this instance's volumes carrying labels.
+// ListVolumes returns this store's volumes of the instance carrying
+// labels.
 func (e *Engine) ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error) {
 	res, err := e.cli.VolumeList(ctx, client.VolumeListOptions{Filters: e.filters(labels)})
 	if err != nil {
@@ -114,6 +121,9 @@ func (e *Engine) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 	}
 	out := make([]Volume, 0, len(res.Items))
 	for _, v := range res.Items {
+		if !e.ours("volume", v.Name, v.Labels) {
+			continue
+		}
 		out = append(out, Volume{Name: v.Name, Mountpoint: v.Mountpoint, Labels: v.Labels})
 	}
 	return out, nil

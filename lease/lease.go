@@ -4,12 +4,15 @@
 // owner id names the process (boot, PID namespace, PID and start time,
 // and a random tag).
 //
-// An owner is alive while its lease is unexpired. On the same host (the
-// same boot and PID namespace) a process that no longer exists is dead at
-// once, lease or not: a gateway restarted after kill -9 removes what its
-// predecessor left without waiting out the lease. A second gateway
-// started on the same data dir, or a replica sharing the database, sees
-// the first one alive and leaves its containers alone.
+// On the same host (the same boot and PID namespace) the process table
+// decides, lease or not: a process that no longer exists is dead at once
+// (a gateway restarted after kill -9 removes what its predecessor left
+// without waiting out the lease), and one that runs is alive whatever
+// store it keeps its lease in (a gateway on another data dir or database
+// with the same instance name). Elsewhere an owner is alive while its
+// lease in this store is unexpired. A second gateway started on the same
+// data dir, or a replica sharing the database, sees the first one alive
+// and leaves its containers alone.
 package lease
 
 import (
@@ -76,6 +79,7 @@ func Start(ctx context.Context, st Store, opts Options) (*Process, error) {
 	if _, err := st.AcquireLease(ctx, Prefix+p.id, p.id, p.ttl); err != nil {
 		return nil, fmt.Errorf("taking this gateway process's lease: %w", err)
 	}
+	openOwners.add(p.id)
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.stop = cancel
 	p.wg.Go(func() { p.renew(rctx) })
@@ -120,6 +124,7 @@ func (p *Process) Close(ctx context.Context) error {
 	p.closed.Do(func() {
 		p.stop()
 		p.wg.Wait()
+		openOwners.remove(p.id)
 		err = p.st.ReleaseLease(ctx, Prefix+p.id, p.id)
 	})
 	return err
@@ -136,8 +141,16 @@ func (p *Process) Alive(ctx context.Context, owner string) (bool, error) {
 	if !ok {
 		return false, nil // no gateway process of this kind labels so
 	}
-	if o.sameHost(p.self) && !o.running() {
-		return false, nil
+	if o.sameHost(p.self) {
+		// Here /proc decides, whatever store the owner uses: a gateway on
+		// another data dir or database holds its lease in its own store,
+		// where ours cannot see it, and a live one must never be taken for
+		// gone (issue 33). In this very process (tests run several
+		// gateways in one), the owners still open are known.
+		if o.pid == p.self.pid && o.start == p.self.start {
+			return openOwners.has(owner), nil
+		}
+		return o.running(), nil
 	}
 	list, err := p.st.ListLeases(ctx, Prefix+owner)
 	if err != nil {
@@ -149,6 +162,32 @@ func (p *Process) Alive(ctx context.Context, owner string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// openOwners holds the owner ids of this process's Processes not yet closed.
+var openOwners = &owners{ids: map[string]bool{}}
+
+type owners struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (o *owners) add(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ids[id] = true
+}
+
+func (o *owners) remove(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.ids, id)
+}
+
+func (o *owners) has(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ids[id]
 }
 
 // ident names one gateway in one process for as long as its host runs:

@@ -113,3 +113,47 @@ func TestParse(t *testing.T) {
 		t.Error("this process is not running by its own ident")
 	}
 }
+
+// TestAliveOtherStore: a gateway of this host that keeps its lease in
+// another store (another data dir or database, the same instance name)
+// is alive while it runs, though this store holds no lease of it; one in
+// this very process is alive until it closes (issue 33).
+func TestAliveOtherStore(t *testing.T) {
+	p, err := Start(t.Context(), openStore(t), Options{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	elsewhere := current()
+	elsewhere.pid = sleeper.Process.Pid
+	elsewhere.start, _ = startTime(elsewhere.pid)
+	if alive, err := p.Alive(t.Context(), elsewhere.String()); err != nil || !alive {
+		t.Errorf("a running process of this host leased in another store: Alive = %v, %v; want true", alive, err)
+	}
+
+	other, err := Start(t.Context(), openStore(t), Options{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := p.Alive(t.Context(), other.ID()); err != nil || !alive {
+		t.Errorf("an open gateway of this process on another store: Alive = %v, %v; want true", alive, err)
+	}
+	if err := other.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := p.Alive(t.Context(), other.ID()); err != nil || alive {
+		t.Errorf("a closed gateway of this process: Alive = %v, %v; want false", alive, err)
+	}
+
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	if alive, err := p.Alive(t.Context(), elsewhere.String()); err != nil || alive {
+		t.Errorf("the process after it ended: Alive = %v, %v; want false", alive, err)
+	}
+}

@@ -42,17 +42,36 @@ func instanceName(ctx context.Context, cfg config.Config, st switchboard.Store) 
 	if cfg.Hosted.Instance != "" {
 		return cfg.Hosted.Instance, nil
 	}
+	id, err := storeIdentity(ctx, cfg, st)
+	if err != nil || id == "" {
+		return derivedInstanceName(cfg), err
+	}
+	return "sb-" + id, nil
+}
+
+// storeIdentity is the id the store keeps, made once for it: the
+// identity every object the gateway makes on the engine carries
+// (engine.LabelStore), and the only objects it adopts or removes. It is
+// read whether or not MCP_SERVER_INSTANCE names the instance, so two
+// gateways given one instance name on two stores still tell their
+// objects apart (issue 33). A store that served before the id existed
+// keeps the hash of where it is, as the derived instance name (so
+// unsetting MCP_SERVER_INSTANCE later still finds that name's objects).
+// "" for a store that keeps none.
+func storeIdentity(ctx context.Context, cfg config.Config, st switchboard.Store) (string, error) {
 	ids, ok := st.(interface {
 		InstanceID(ctx context.Context, fallback string) (string, error)
 	})
 	if !ok {
-		return derivedInstanceName(cfg), nil
+		return "", nil
 	}
-	id, err := ids.InstanceID(ctx, strings.TrimPrefix(derivedInstanceName(cfg), "sb-"))
+	where := cfg
+	where.Hosted.Instance = ""
+	id, err := ids.InstanceID(ctx, strings.TrimPrefix(derivedInstanceName(where), "sb-"))
 	if err != nil {
 		return "", fmt.Errorf("reading the gateway's instance id: %w", err)
 	}
-	return "sb-" + id, nil
+	return id, nil
 }
 
 // derivedInstanceName is MCP_SERVER_INSTANCE or a hash of where the store

@@ -13,7 +13,8 @@ import (
 // TestInstanceNamePerStore: two gateways whose stores look alike (both on
 // /data, both on postgres:5432/switchboard) get two instance names, so
 // neither removes the other's containers at start; a gateway reopening
-// its store gets its name again; MCP_SERVER_INSTANCE still wins.
+// its store gets its name again; MCP_SERVER_INSTANCE still wins, and the
+// store's identity is read beside it.
 func TestInstanceNamePerStore(t *testing.T) {
 	name := func(cfg config.Config, st switchboard.Store) string {
 		t.Helper()
@@ -22,6 +23,14 @@ func TestInstanceNamePerStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n
+	}
+	identity := func(cfg config.Config, st switchboard.Store) string {
+		t.Helper()
+		id, err := storeIdentity(t.Context(), cfg, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
 	}
 	openSQLite := func(dir string) switchboard.Store {
 		t.Helper()
@@ -54,6 +63,15 @@ func TestInstanceNamePerStore(t *testing.T) {
 		cfg.Hosted.Instance = "chosen"
 		if got := name(cfg, openSQLite(dirA)); got != "chosen" {
 			t.Errorf("with MCP_SERVER_INSTANCE: %q", got)
+		}
+		// The store's identity is read whatever the name (issue 33): two
+		// stores given one name still tell their objects apart.
+		idA, idB := identity(cfg, openSQLite(dirA)), identity(cfg, openSQLite(t.TempDir()))
+		if idA == "" || idA == idB {
+			t.Errorf("two stores named %q: identities %q and %q, want two", cfg.Hosted.Instance, idA, idB)
+		}
+		if "sb-"+idA != a {
+			t.Errorf("store identity %q, want the id its unnamed instance %q carries", idA, a)
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {

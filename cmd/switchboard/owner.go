@@ -15,7 +15,8 @@ import (
 // once before anything starts (what a gateway killed with -9 left), then
 // every lease period (what a replica that died left). A container of a
 // live gateway, this one or another on the same data dir or database, is
-// never touched. The lease itself is run's.
+// never touched, nor one of another store's gateway that shares the
+// instance name (the engine warns of it once). The lease itself is run's.
 type ownership struct {
 	proc   *lease.Process
 	eng    *engine.Engine
@@ -70,6 +71,7 @@ func (o *ownership) sweep(ctx context.Context) {
 	case err == nil:
 		o.warned = false
 	}
+	o.log.Debug("swept the engine for containers of gateway processes that ended", "removed", len(removed), "ok", err == nil)
 	if len(removed) == 0 {
 		return
 	}

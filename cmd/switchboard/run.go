@@ -148,6 +148,10 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	if err != nil {
 		return err
 	}
+	storeID, err := storeIdentity(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
 	proc, err := lease.Start(ctx, st, lease.Options{TTL: cfg.OwnerLease, Logger: log})
 	if err != nil {
 		return err
@@ -156,7 +160,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	// One Docker engine client for hosted servers and the sandbox: no I/O
 	// until they use it; closed after both stopped.
 	diskDir, _ := filepath.Abs(filepath.Join(cfg.DataDir, "disks"))
-	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Owner: proc.ID(), DiskDir: diskDir, Logger: log,
+	eng, err := engine.New(engine.Options{Host: cfg.DockerHost, Instance: inst, Store: storeID, Owner: proc.ID(), DiskDir: diskDir, Logger: log,
 		Runtime: cfg.Hosted.ContainerRuntime, ProbeImage: cfg.Sandbox.ImagePython})
 	if err != nil {
 		return fmt.Errorf("DOCKER_HOST: %w", err)

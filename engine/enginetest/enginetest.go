@@ -100,7 +100,8 @@ func NewUnlisted(t testing.TB) (*engine.Engine, string) {
 	return e, info.DefaultRuntime
 }
 
-// Cleanup removes every container and volume of e's instance.
+// Cleanup removes every container and volume of e's instance, whatever
+// store it carries.
 func Cleanup(t testing.TB, e *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -116,7 +117,7 @@ func Cleanup(t testing.TB, e *engine.Engine) {
 	if _, err := all.Sweep(ctx, func(context.Context, string) (bool, error) { return false, nil }); err != nil {
 		t.Errorf("cleanup containers: %v", err)
 	}
-	vols, err := e.ListVolumes(ctx, nil)
+	vols, err := all.ListVolumes(ctx, nil) // every store's
 	if err != nil {
 		t.Errorf("cleanup volumes: %v", err)
 	}
