@@ -218,3 +218,13 @@ func TestSessionAtProcessLimit(t *testing.T) {
 		t.Fatalf("the session after its filler timed out: %+v", after)
 	}
 }
+
+// TestImageHasPs: the sandbox image has ps (procps), and it sees the
+// session's own processes.
+func TestImageHasPs(t *testing.T) {
+	f := newFixture(t, nil)
+	r := f.exec("p", "execute_command", map[string]any{"command": "sleep 1004 & ps -e -o comm= | sort -u; kill $!"})
+	if !r.Success || !strings.Contains(r.Stdout, "sleep\n") || !strings.Contains(r.Stdout, "ps\n") {
+		t.Fatalf("ps in the sandbox: %+v", r)
+	}
+}

@@ -30,10 +30,9 @@ const builderVersion = "4"
 const ImageRepository = "switchboard-sandbox"
 
 // DefaultPackages are the Debian packages of the sandbox image: a shell,
-// coreutils (timeout, sleep, cat...), grep, sed, find, tar, gzip, Python 3
-// and Node.js, with their
-// dependency closure.
-var DefaultPackages = []string{"bash", "dash", "coreutils", "grep", "sed", "findutils", "tar", "gzip", "python3", "nodejs"}
+// coreutils (timeout, sleep, cat...), grep, sed, find, tar, gzip, ps and
+// kill (procps), Python 3 and Node.js, with their dependency closure.
+var DefaultPackages = []string{"bash", "dash", "coreutils", "grep", "sed", "findutils", "tar", "gzip", "procps", "python3", "nodejs"}
 
 // SandboxUID is the unprivileged user every sandbox process runs as.
 const SandboxUID = 1000

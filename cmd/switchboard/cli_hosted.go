@@ -68,7 +68,7 @@ func (c *cli) hostedAdd(cmd cliCommand, args []string) error {
 	var env kvList
 	var hargs, vols strList
 	var writable bool
-	fs.StringVar(&reg.Image, "image", "", "the `IMAGE` to run (present on the engine)")
+	fs.StringVar(&reg.Image, "image", "", "the `IMAGE` to run (pulled from its registry when the engine lacks it, as --pull says)")
 	fs.StringVar(&reg.Command, "command", "", "replace the image's entrypoint with `CMD`")
 	fs.Var(&hargs, "arg", "an argument replacing the image's CMD (repeat)")
 	fs.Var(&env, "env", "an environment variable `K=V` (repeat); ${NAME} takes a project secret")

@@ -199,6 +199,25 @@ func TestCLIHelp(t *testing.T) {
 	}
 }
 
+// TestSandboxBuildImageHelp: `sandbox build-image -h` prints the sandbox
+// usage on stdout, as every other command's -h does, not the flag
+// package's raw dump; a bad flag or argument says how to get it.
+func TestSandboxBuildImageHelp(t *testing.T) {
+	var out, errOut strings.Builder
+	if err := run(context.Background(), []string{"sandbox", "build-image", "-h"}, func(string) string { return "" }, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "Usage:\n") || !strings.Contains(out.String(), "switchboard sandbox build-image [--cache-dir DIR]") || strings.Contains(out.String()+errOut.String(), "Usage of") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	}
+	for _, args := range [][]string{{"--bogus"}, {"extra"}} {
+		err := run(context.Background(), append([]string{"sandbox", "build-image"}, args...), func(string) string { return "" }, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "build-image -h") {
+			t.Errorf("build-image %v: %v; want an error saying to run build-image -h", args, err)
+		}
+	}
+}
+
 // TestCLIConnectionRefused: the message names the URL and says what to do.
 func TestCLIConnectionRefused(t *testing.T) {
 	u := closedURL(t)

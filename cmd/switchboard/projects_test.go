@@ -611,5 +611,22 @@ func TestDevModeTokens(t *testing.T) {
 	// Projects without tokens stay open.
 	openMCP(t, g.url+"/projects/open/mcp", "")
 	openMCP(t, g.url+"/mcp", "")
-	anon.must(http.StatusOK, "GET", "/api/v1/projects", nil, nil)
+	// The list shows the closed project by name, marked closed, with
+	// nothing else: no description and no times (not 0001-01-01).
+	body := string(anon.must(http.StatusOK, "GET", "/api/v1/projects", nil, nil))
+	var list struct {
+		Projects []map[string]any `json:"projects"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Projects {
+		if p["id"] == "closed" {
+			if p["closed"] != true || p["created_at"] != nil || p["updated_at"] != nil {
+				t.Errorf("the closed project reads %v; want it closed, without times", p)
+			}
+		} else if p["created_at"] == nil {
+			t.Errorf("project %v has no created_at", p["id"])
+		}
+	}
 }

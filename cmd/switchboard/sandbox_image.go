@@ -20,7 +20,7 @@ import (
 const sandboxUsage = `Usage:
   switchboard sandbox enable | disable   serve the project's sandbox tools, or not (admin API)
   switchboard sandbox build-image [--cache-dir DIR] [--no-latest] [--push REGISTRY]
-      assemble the sandbox image (python3, node, sh/bash, coreutils) from Debian's
+      assemble the sandbox image (python3, node, sh/bash, coreutils, ps) from Debian's
       packages with apt-get and dpkg-deb, import it into the Docker engine
       (DOCKER_HOST) as switchboard-sandbox:<content hash>, and point
       switchboard-sandbox:latest (the default MCP_SERVER_SANDBOX_IMAGE_PYTHON
@@ -48,15 +48,20 @@ func runSandbox(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("sandbox: unknown subcommand %q", args[0])
 	}
 	fs := flag.NewFlagSet("sandbox build-image", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // -h prints the usage below, a bad flag says which
+
 	cacheDir := fs.String("cache-dir", "", "where downloaded .deb files are kept (default: the user cache directory)")
 	noLatest := fs.Bool("no-latest", false, "do not move switchboard-sandbox:latest to the new image")
 	push := fs.String("push", "", "also push the image to `REGISTRY` (host:port[/path])")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, sandboxUsage)
 			return nil
 		}
-		return err
+		return fmt.Errorf("sandbox build-image: %v; run switchboard sandbox build-image -h", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sandbox build-image: unexpected argument %q; run switchboard sandbox build-image -h", fs.Arg(0))
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {

@@ -18,10 +18,11 @@ type Project struct {
 	ID          string    `json:"id"`
 	Description string    `json:"description"`
 	MCPURL      string    `json:"mcp_url"` // the project's MCP endpoint path, such as /projects/p1/mcp
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+	UpdatedAt   time.Time `json:"updated_at,omitzero"`
 	// Closed marks, in dev mode, a project its first token closed: listed
-	// so it does not vanish, but the rest of it needs that token.
+	// so it does not vanish, but the rest of it (its times too) needs
+	// that token.
 	Closed bool `json:"closed,omitempty"`
 }
 
