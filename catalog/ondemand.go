@@ -30,7 +30,7 @@ const endedMemory = 4096
 
 // OnDemandOptions configure OnDemand.
 type OnDemandOptions struct {
-	Engine *engine.Engine // nil: no engine; mcp-add says why
+	Engine engine.Provider // nil: no engine; mcp-add says why
 	// EngineErr explains why there is no engine (a *switchboard.Error
 	// with a client-safe message).
 	EngineErr error
@@ -85,7 +85,7 @@ type OnDemandOptions struct {
 // server is removed, or the gateway stops: none outlives its owner.
 type OnDemand struct {
 	opts OnDemandOptions
-	eng  *engine.Engine
+	eng  engine.Provider
 	cat  *Catalog
 	log  *slog.Logger
 

@@ -1,7 +1,11 @@
 // Package engine is the one place Switchboard talks to a Docker Engine:
 // images, hardened containers, their attach streams, exec, volumes,
-// labels and cleanup. hosted/ (MCP servers in containers) and sandbox/
-// (code execution) both build on it; nothing Docker-typed leaves it.
+// labels and cleanup. hosted/ (MCP servers in containers), catalog/ and
+// sandbox/ (code execution) take it as a Provider (provider.go: what a
+// service needs of a place that runs containers); nothing Docker-typed
+// leaves it. It also owns what is the same for every service: names
+// (Name, injective), the sweep of dead owners' containers (Sweeper) and
+// a project's teardown (Teardown, each service a ProjectHolder).
 //
 // Ownership has one rule. Every object it creates carries LabelManaged,
 // LabelInstance (the gateway instance's name, shared by replicas) and
@@ -44,9 +48,9 @@ import (
 	"github.com/switchboard-mcp/switchboard"
 )
 
-// Provider names this implementation in what the gateway stores and
+// ProviderName names this implementation of Provider in what the gateway stores and
 // reports (a workspace row's provider, a hosted server's status).
-const Provider = "docker"
+const ProviderName = "docker"
 
 // Labels on every object the engine creates, and the ones callers set.
 const (

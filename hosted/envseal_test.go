@@ -28,7 +28,7 @@ func TestLiteralEnvironmentSealedInTheStore(t *testing.T) {
 	legacy, _ := json.Marshal(switchboard.HostedRegistration{Name: "old", Image: e.image,
 		Environment: map[string]string{"PLAIN": "legacy-literal-1", "TOKEN": "${API_TOKEN}"}})
 	if _, err := e.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: "default", ContainerType: switchboard.ContainerMCPServer,
-		Image: e.image, Config: legacy, Status: switchboard.HostedStopped, Provider: engine.Provider}); err != nil {
+		Image: e.image, Config: legacy, Status: switchboard.HostedStopped, Provider: engine.ProviderName}); err != nil {
 		t.Fatal(err)
 	}
 	svc := e.start()

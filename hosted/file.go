@@ -84,7 +84,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 				continue
 			}
 			row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
-				Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
+				Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.ProviderName})
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -57,7 +57,7 @@ type Store interface {
 
 // Options configure a Service.
 type Options struct {
-	Engine *engine.Engine // nil: no engine configured; every server reports why
+	Engine engine.Provider // nil: no engine configured; every server reports why
 	Store  Store
 	// Upstreams returns a project's pool (the hub's manager).
 	Upstreams func(project string) (Upstreams, error)
@@ -89,7 +89,7 @@ type Options struct {
 // Service owns every hosted server of a gateway instance.
 type Service struct {
 	opts   Options
-	eng    *engine.Engine
+	eng    engine.Provider
 	st     Store
 	log    *slog.Logger
 	timing Timing
@@ -379,7 +379,7 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 		return switchboard.HostedStatus{}, err
 	}
 	row, err := s.st.CreateWorkspace(ctx, switchboard.Workspace{ProjectID: project, ContainerType: switchboard.ContainerMCPServer,
-		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.Provider})
+		Image: p.reg.Image, Config: cfg, Status: switchboard.HostedStarting, Provider: engine.ProviderName})
 	if err != nil {
 		return switchboard.HostedStatus{}, err
 	}
@@ -940,9 +940,9 @@ func (s *Service) write(sup *supervisor) {
 // "docker/runc" otherwise).
 func providerOf(runtime string) string {
 	if runtime == "" {
-		return engine.Provider
+		return engine.ProviderName
 	}
-	return engine.Provider + "/" + runtime
+	return engine.ProviderName + "/" + runtime
 }
 
 // Close stops every container (SIGTERM, then SIGKILL after

@@ -779,7 +779,7 @@ func (s *supervisor) status() switchboard.HostedStatus {
 	defer s.mu.Unlock()
 	st := switchboard.HostedStatus{
 		ID: s.id, Project: s.project, Name: s.plan.reg.Name, Image: s.plan.reg.Image,
-		Status: s.state, Warning: cmp.Or(s.warning, s.rtWarning), LastError: s.lastErr, Provider: engine.Provider, Runtime: s.runtime,
+		Status: s.state, Warning: cmp.Or(s.warning, s.rtWarning), LastError: s.lastErr, Provider: engine.ProviderName, Runtime: s.runtime,
 		ContainerID: s.containerID, RestartCount: s.restarts, CrashCount: s.crashTotal,
 		Limits: s.svc.limits(s.plan), Config: s.plan.summary(),
 	}

@@ -218,7 +218,7 @@ func (s *Service) newPooledWorkspace(ctx context.Context, x *session) error {
 		cfg, _ := json.Marshal(workspaceConfig{Template: x.template, Flavor: x.flavor, Session: x.id, Anonymous: true, Owner: s.opts.Engine.Owner()})
 		w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
 			ProjectID: x.project, ContainerType: switchboard.ContainerWorkspace, Image: x.image, Config: cfg,
-			Status: WorkspacePooled, Provider: engine.Provider, LastUsedAt: time.Now(),
+			Status: WorkspacePooled, Provider: engine.ProviderName, LastUsedAt: time.Now(),
 		})
 		if err != nil {
 			return switchboard.Errorf(switchboard.ErrInternal, "sandbox: the workspace could not be recorded in the store")

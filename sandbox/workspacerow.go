@@ -66,7 +66,7 @@ func (s *Service) newWorkspace(ctx context.Context, x *session) error {
 		cfg, _ := json.Marshal(workspaceConfig{Template: x.template, Flavor: x.flavor, Session: x.id, Anonymous: true})
 		w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
 			ProjectID: x.project, ContainerType: switchboard.ContainerWorkspace, Image: x.image, Config: cfg,
-			Status: "creating", Provider: engine.Provider, AgentSessionID: x.agentSession, LastUsedAt: time.Now(),
+			Status: "creating", Provider: engine.ProviderName, AgentSessionID: x.agentSession, LastUsedAt: time.Now(),
 		})
 		if err != nil {
 			s.log.Error("sandbox: recording a workspace", "project", x.project, "err", err)

@@ -307,7 +307,7 @@ func (s *Service) copyInto(ctx context.Context, from switchboard.Workspace, from
 	raw, _ := json.Marshal(cfg)
 	w, err := s.opts.Store.CreateWorkspace(ctx, switchboard.Workspace{
 		ProjectID: from.ProjectID, ContainerType: switchboard.ContainerWorkspace, Image: from.Image, Config: raw,
-		Status: "creating", Provider: engine.Provider, LastUsedAt: time.Now(),
+		Status: "creating", Provider: engine.ProviderName, LastUsedAt: time.Now(),
 	})
 	if err != nil {
 		return switchboard.WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrInternal, "sandbox: recording the copy failed")

@@ -167,8 +167,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	eng.SetImageRules(imageRules(cfg))
 	undo.push("engine client", func(context.Context) error { return eng.Close() })
-	own := startOwnership(ctx, proc, eng, log)
-	undo.push("container sweep", own.close)
+	undo.push("container sweep", eng.StartSweeper(ctx, proc.Alive, proc.TTL()).Close)
 	observers := observeAll{}
 	if cfg.CallLog {
 		spoolDir := filepath.Join(cfg.DataDir, "calllog")
@@ -270,7 +269,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
 		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox, Pulls: eng.Pulls,
-		Teardown: &teardown{st: st, eng: eng, hr: hr, cat: cat, sbox: sbox, settle: max(3*cfg.SyncInterval, 30*time.Second)}}
+		Teardown: &engine.Teardown{Engine: eng, Holders: projectHolders(sbox, hr, cat), Settle: max(3*cfg.SyncInterval, 30*time.Second)}}
 	if cfg.ServersFile != "" {
 		aopts.Reload = reloadFile
 	}
