@@ -24,7 +24,7 @@ import (
 // first `true`, stop), execute_command `true` and execute_code
 // `print(1)` in a session, and a hosted server's echo through the
 // gateway (an MCP client session, calls one at a time). It prints the
-// table README shows:
+// table docs/sandbox.md shows:
 //
 //	go test -run '^$' -bench BenchmarkRuntimes -benchtime 1x ./bench/
 func BenchmarkRuntimes(b *testing.B) {

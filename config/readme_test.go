@@ -9,11 +9,11 @@ import (
 )
 
 // TestReadmeConfigTable: every variable Config reads has a row in the
-// README's configuration table, and the row's default is the one the
+// configuration table of docs/configuration.md, and the row's default is the one the
 // code applies, so the table cannot drift from the code. Not checked:
 // defaults the code computes (the row says how).
 func TestReadmeConfigTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +40,11 @@ func TestReadmeConfigTable(t *testing.T) {
 				continue // an alias, named in its variable's row
 			}
 			if !ok {
-				t.Errorf("%s (Config.%s) has no row in the README's configuration table", name, f.Name)
+				t.Errorf("%s (Config.%s) has no row in the configuration table of docs/configuration.md", name, f.Name)
 				continue
 			}
 			if want := f.Tag.Get("envDefault"); want != "" && !strings.Contains(def, "`"+want+"`") {
-				t.Errorf("README gives %s the default %s; the code's is `%s`", name, strings.TrimSpace(def), want)
+				t.Errorf("docs/configuration.md gives %s the default %s; the code's is `%s`", name, strings.TrimSpace(def), want)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
 
-// TestPlainJSONRPCPost: the two-line curl of the README works: a POST with
+// TestPlainJSONRPCPost: the two-line curl of docs/clients.md works: a POST with
 // no session calls a tool, under the same auth, and the call is logged
 // with no session; a GET stream or DELETE without a session is still 400.
 func TestPlainJSONRPCPost(t *testing.T) {

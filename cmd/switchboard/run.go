@@ -555,7 +555,7 @@ servers add), -p/--project (env SWITCHBOARD_PROJECT, default "default"), --token
 SWITCHBOARD_TOKEN), --json and --timeout (default 30s); -h shows a command's flags.
 
 With no MCP_SERVER_CONFIG the gateway serves the built-in demo server.
-Send SIGHUP (the pid is in the start log) or run "switchboard reload" to reload the servers file. See README.md for every variable.
+Send SIGHUP (the pid is in the start log) or run "switchboard reload" to reload the servers file. See docs/configuration.md for every variable.
 `
 
 // healthcheck asks a running gateway's /healthz; for images without curl.

@@ -60,7 +60,7 @@ func connectRevisionBearer(t *testing.T, endpoint, token, pv string, opts *mcp.C
 }
 
 // revisionBytes removes what may differ between client revisions from a
-// marshalled result (the README's list): resultType, and on tools/list
+// marshalled result (the list in docs/endpoints.md): resultType, and on tools/list
 // the cache hints ttlMs and cacheScope (the go-sdk client marshals them
 // as zero values for a 2025 result).
 func revisionBytes(t *testing.T, v any) map[string]any {

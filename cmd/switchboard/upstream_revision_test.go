@@ -22,7 +22,7 @@ import (
 // and one pinned to 2025-11-25 call a go-sdk upstream in stateless
 // 2026-07-28 mode and one in stateful 2025 mode; every call works, the
 // same call returns the same result bytes whichever revision the client or
-// the upstream speaks (apart from the client-revision bytes the README
+// the upstream speaks (apart from the client-revision bytes docs/endpoints.md
 // lists), the client's protocol _meta never reaches an upstream while its
 // own keys and progress token do, and status says which revision each
 // upstream speaks.

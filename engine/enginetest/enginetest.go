@@ -280,7 +280,7 @@ func Disks(t testing.TB, base *engine.Engine) (*engine.Engine, string) {
 func TestRuntime() string { return os.Getenv(RuntimeEnv) }
 
 // Broken is the name of a runtime registered with the engine whose binary
-// always fails (.ci/run registers it beside runsc; README says how).
+// always fails (.ci/run registers it beside runsc; docs/sandbox.md says how).
 const Broken = "switchboard-broken"
 
 // BrokenRuntime returns Broken when the engine lists it; otherwise the
