@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -204,4 +205,18 @@ type PullProgress struct {
 	Bytes      int64     `json:"bytes"`       // downloaded so far
 	TotalBytes int64     `json:"total_bytes"` // of the layers whose size is known
 	StartedAt  time.Time `json:"started_at"`
+}
+
+// Figures says where a pull stands in words: "2 of 5 layers, 12.0 of
+// 40.0 MiB", or "resolving the image" before the registry has said how
+// many layers it has (never "0 of 0 layers").
+func (p PullProgress) Figures() string {
+	if p.Layers == 0 {
+		return "resolving the image"
+	}
+	s := fmt.Sprintf("%d of %d layers", p.LayersDone, p.Layers)
+	if p.TotalBytes > 0 {
+		s += fmt.Sprintf(", %.1f of %.1f MiB", float64(p.Bytes)/(1<<20), float64(p.TotalBytes)/(1<<20))
+	}
+	return s
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 
@@ -168,10 +167,7 @@ func pullNotifier(req switchboard.CallRequest) func(switchboard.PullProgress) {
 	var mu sync.Mutex
 	n, last := 0, ""
 	return func(p switchboard.PullProgress) {
-		msg := fmt.Sprintf("pulling image %s: %d of %d layers", p.Image, p.LayersDone, p.Layers)
-		if p.TotalBytes > 0 {
-			msg += fmt.Sprintf(", %.1f of %.1f MiB", float64(p.Bytes)/(1<<20), float64(p.TotalBytes)/(1<<20))
-		}
+		msg := "pulling image " + p.Image + ": " + p.Figures()
 		mu.Lock()
 		defer mu.Unlock()
 		if msg == last {

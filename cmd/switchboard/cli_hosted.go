@@ -176,7 +176,7 @@ func (c *cli) waitPull(st switchboard.HostedStatus) (switchboard.HostedStatus, e
 }
 
 // pullBar draws a pull's progress in width cells plus its figures:
-// "[######--------] 2/5 layers 12.0/40.0 MiB Downloading".
+// "[######--------] 2 of 5 layers, 12.0 of 40.0 MiB Downloading".
 func pullBar(p switchboard.PullProgress, width int) string {
 	frac := 0.0
 	switch {
@@ -186,10 +186,7 @@ func pullBar(p switchboard.PullProgress, width int) string {
 		frac = float64(p.LayersDone) / float64(p.Layers)
 	}
 	n := min(max(int(frac*float64(width)), 0), width)
-	s := fmt.Sprintf("pulling %s [%s%s] %d/%d layers", p.Image, strings.Repeat("#", n), strings.Repeat("-", width-n), p.LayersDone, p.Layers)
-	if p.TotalBytes > 0 {
-		s += fmt.Sprintf(" %.1f/%.1f MiB", float64(p.Bytes)/(1<<20), float64(p.TotalBytes)/(1<<20))
-	}
+	s := fmt.Sprintf("pulling %s [%s%s] %s", p.Image, strings.Repeat("#", n), strings.Repeat("-", width-n), p.Figures())
 	if p.Status != "" {
 		s += " " + p.Status
 	}

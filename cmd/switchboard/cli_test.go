@@ -669,9 +669,9 @@ func TestPullBar(t *testing.T) {
 		p    switchboard.PullProgress
 		want string
 	}{
-		{switchboard.PullProgress{Image: "r/x:1", Layers: 4, LayersDone: 1, Bytes: 5 << 20, TotalBytes: 20 << 20, Status: "Downloading"}, "pulling r/x:1 [##--------] 1/4 layers 5.0/20.0 MiB Downloading   "},
-		{switchboard.PullProgress{Image: "r/x:1", Layers: 2, LayersDone: 2}, "pulling r/x:1 [##########] 2/2 layers   "},
-		{switchboard.PullProgress{Image: "r/x:1", Status: "starting"}, "pulling r/x:1 [----------] 0/0 layers starting   "},
+		{switchboard.PullProgress{Image: "r/x:1", Layers: 4, LayersDone: 1, Bytes: 5 << 20, TotalBytes: 20 << 20, Status: "Downloading"}, "pulling r/x:1 [##--------] 1 of 4 layers, 5.0 of 20.0 MiB Downloading   "},
+		{switchboard.PullProgress{Image: "r/x:1", Layers: 2, LayersDone: 2}, "pulling r/x:1 [##########] 2 of 2 layers   "},
+		{switchboard.PullProgress{Image: "r/x:1", Status: "starting"}, "pulling r/x:1 [----------] resolving the image starting   "},
 	} {
 		if got := pullBar(c.p, 10); got != c.want {
 			t.Errorf("pullBar(%+v) = %q, want %q", c.p, got, c.want)
