@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/switchboard-mcp/switchboard"
 )
 
@@ -124,19 +126,36 @@ func checkStateless(r *http.Request, m *rpcMessage) *switchboard.RPCError {
 		}
 		return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Method header " + switchboard.Clip(h) + " does not match the body's method " + switchboard.Clip(m.Method)}
 	}
-	if m.Method == "tools/call" {
-		var p struct {
-			Name string `json:"name"`
+	if field, name, ok := namedBy(m); ok {
+		h := r.Header.Get("Mcp-Name")
+		if h == "" {
+			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "missing Mcp-Name header (MCP " + protocol2026 + " requires it on " + m.Method + ", equal to params." + field + ")"}
 		}
-		_ = json.Unmarshal(m.Params, &p)
-		if h := r.Header.Get("Mcp-Name"); h != p.Name {
-			if h == "" {
-				return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "missing Mcp-Name header (MCP " + protocol2026 + " requires it on tools/call, equal to params.name)"}
-			}
-			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Name header " + switchboard.Clip(h) + " does not match params.name " + switchboard.Clip(p.Name)}
+		// A value that is not plain visible ASCII travels as
+		// =?base64?...?=; compare what it says, not how it is written.
+		if v, decoded := mcp.DecodeHeaderValue(h); !decoded || v != name {
+			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Name header " + switchboard.Clip(h) + " does not match params." + field + " " + switchboard.Clip(name)}
 		}
 	}
 	return nil
+}
+
+// namedBy returns the params member a 2026-07-28 request names in its
+// Mcp-Name header (tools/call and prompts/get: name; resources/read: uri)
+// and its value; ok is false for the methods that carry no Mcp-Name.
+func namedBy(m *rpcMessage) (field, name string, ok bool) {
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		return "", "", false
+	}
+	var p map[string]json.RawMessage
+	_ = json.Unmarshal(m.Params, &p)
+	_ = json.Unmarshal(p[field], &name)
+	return field, name, true
 }
 
 // statelessPost answers one 2026-07-28 request. Any Mcp-Session-Id is
