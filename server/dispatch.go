@@ -258,7 +258,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		start := time.Now()
 		req := switchboard.CallRequest{Project: s.opts.Project, Session: session, Caller: callerOf(ctx, session),
-			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(session)}
+			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(ctx, session)}
 		var res json.RawMessage
 		var err error
 		if s.ownsTool(ctx, session, req.Tool) {
@@ -318,6 +318,19 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 }
 
 type peerKey struct{}
+
+// streamKey carries the response of the request served under ctx, when
+// it may become an SSE stream (withStream).
+type streamKey struct{}
+
+// withStream makes out the stream of the request served under ctx: the
+// messages an upstream sends about that request go on it.
+func withStream(ctx context.Context, out *postWriter) context.Context {
+	if !out.sse {
+		return ctx
+	}
+	return context.WithValue(ctx, streamKey{}, out)
+}
 
 // withPeer makes p the client of the requests served under ctx.
 func withPeer(ctx context.Context, p switchboard.ClientPeer) context.Context {

@@ -183,7 +183,7 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 	}
 	server := ""
 	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer,
-		OnLog: s.logSink(session), Routed: func(name string) { server = name }})
+		OnLog: s.logSink(ctx, session), Routed: func(name string) { server = name }})
 	s.observeFeature(session, server, m.Method, params, err, start)
 	if err != nil {
 		rpc := switchboard.ToRPCError(err)
@@ -243,7 +243,7 @@ func (s *Server) subscribe(ctx context.Context, f Features, session, method stri
 	s.subCall.Lock()
 	defer s.subCall.Unlock()
 	upstream := func() *switchboard.RPCError {
-		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params, OnLog: s.logSink(session)}); err != nil {
+		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params, OnLog: s.logSink(ctx, session)}); err != nil {
 			return switchboard.ToRPCError(err)
 		}
 		return nil
@@ -326,11 +326,29 @@ func (s *Server) LogMessage(server string, params json.RawMessage) {
 
 // logSink is what receives the log messages of session's requests: the
 // session's own, filtered by its level when they arrive; nil for none.
-func (s *Server) logSink(session string) func(server string, params json.RawMessage) {
-	if c := s.client(session); c != nil {
-		return c.onLog
+// A message that came while serving the request under ctx goes on that
+// request's own stream when it has one (a POST answered as SSE), as the
+// server would have sent it to a client reached directly: a client need
+// not keep the session's GET stream open to see it. Otherwise it goes on
+// the session's stream.
+func (s *Server) logSink(ctx context.Context, session string) func(server string, params json.RawMessage) {
+	c := s.client(session)
+	if c == nil {
+		return nil
 	}
-	return nil
+	out, _ := ctx.Value(streamKey{}).(*postWriter)
+	if out == nil {
+		return c.onLog // no allocation on the hot path
+	}
+	return func(server string, params json.RawMessage) {
+		rank, tagged := taggedLog(server, params)
+		if tagged == nil || !c.wants(rank) {
+			return
+		}
+		if !out.notify(notification("notifications/message", tagged)) {
+			s.notifySession(session, "notifications/message", tagged)
+		}
+	}
 }
 
 // newClientState makes session's state, with its log sink.
@@ -408,9 +426,8 @@ func rankOf(level string) int {
 // notifySession sends one notification to one session, on its stream.
 func (s *Server) notifySession(session, method string, params json.RawMessage) {
 	if ls := s.legacy.get(session); ls != nil {
-		msg := append(append([]byte(`{"jsonrpc":"2.0","method":`+strconv.Quote(method)+`,"params":`), params...), '}')
 		select {
-		case ls.out <- msg:
+		case ls.out <- notification(method, params):
 		default:
 		}
 		return
