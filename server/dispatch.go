@@ -161,9 +161,11 @@ func decodeCallParams(b []byte, p *callParams) error {
 	return err
 }
 
-// dispatch answers tools/list and tools/call for a session and returns
-// the complete response message. progress receives progress notification
-// params for this request (with the client's token).
+// dispatch answers a 2025 client's request (of a session, sessionless or
+// on the legacy SSE transport) and returns the complete response message,
+// its result shaped for that revision (resultFor2025). progress receives
+// progress notification params for this request (with the client's
+// token).
 //
 // It returns nil for a call the client cancelled (notifications/cancelled):
 // the MCP specification says the receiver should not answer a cancelled
@@ -176,7 +178,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 	if rpc != nil {
 		return errorResponse(m.ID, rpc)
 	}
-	return response(m.ID, res)
+	return response(m.ID, resultFor2025(m.Method, res))
 }
 
 // errClientCancelled is the cause of a call's context when the client

@@ -263,7 +263,7 @@ func (s *Server) round(w http.ResponseWriter, r *http.Request, out *postWriter, 
 // finishCall writes a 2026-07-28 call's final answer.
 func (s *Server) finishCall(w http.ResponseWriter, out *postWriter, m *rpcMessage, res json.RawMessage, rpc *switchboard.RPCError) {
 	if rpc == nil {
-		res = withResultType(res)
+		res = resultFor2026(m.Method, res)
 	}
 	if rpc != nil && rpc.Code == switchboard.CodeMethodNotFound {
 		// The method is served: an unknown tool, prompt or reference
