@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -59,9 +60,9 @@ type clientState struct {
 }
 
 // clientCaps are the capabilities a client declared in initialize that
-// requests back to it need.
+// requests back to it need: elicitation by mode (form, url).
 type clientCaps struct {
-	sampling, elicitation, roots bool
+	sampling, elicitForm, elicitURL, roots bool
 }
 
 func parseClientCaps(params json.RawMessage) clientCaps {
@@ -70,20 +71,52 @@ func parseClientCaps(params json.RawMessage) clientCaps {
 	}
 	_ = json.Unmarshal(params, &p)
 	has := func(k string) bool { v, ok := p.Capabilities[k]; return ok && string(v) != "null" }
-	return clientCaps{sampling: has("sampling"), elicitation: has("elicitation"), roots: has("roots")}
+	c := clientCaps{sampling: has("sampling"), roots: has("roots")}
+	if has("elicitation") {
+		var modes map[string]json.RawMessage
+		_ = json.Unmarshal(p.Capabilities["elicitation"], &modes)
+		mode := func(k string) bool { v, ok := modes[k]; return ok && string(v) != "null" }
+		c.elicitForm, c.elicitURL = mode("form"), mode("url")
+		// An elicitation object naming no mode declares form mode
+		// (2025-11-25: "equivalent to declaring support for form mode
+		// only"), as 2025-06-18's elicitation:{} did.
+		c.elicitForm = c.elicitForm || !c.elicitURL
+	}
+	return c
 }
 
-// allows reports whether the client declared what method needs.
-func (c clientCaps) allows(method string) bool {
+// check says whether the client declared what a request of method with
+// params needs: ErrNotFound when it did not declare the capability at
+// all; for elicitation/create in a mode it did not declare, ErrInvalid:
+// the -32602 (Invalid params) the specification has a client answer for
+// "a mode not declared in client capabilities", so the server gets what
+// the client itself would have said.
+func (c clientCaps) check(method string, params json.RawMessage) error {
+	ok := false
 	switch method {
 	case "sampling/createMessage":
-		return c.sampling
+		ok = c.sampling
 	case "elicitation/create":
-		return c.elicitation
+		if !c.elicitForm && !c.elicitURL {
+			break
+		}
+		var p struct {
+			Mode string `json:"mode"`
+		}
+		_ = json.Unmarshal(params, &p)
+		switch mode := cmp.Or(p.Mode, "form"); { // no mode: form (the specification's default)
+		case mode == "form" && c.elicitForm, mode == "url" && c.elicitURL:
+			return nil
+		default:
+			return switchboard.Errorf(switchboard.ErrInvalid, "the client did not declare elicitation mode %q in its capabilities", switchboard.Clip(mode))
+		}
 	case "roots/list":
-		return c.roots
+		ok = c.roots
 	}
-	return false
+	if !ok {
+		return switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	}
+	return nil
 }
 
 func (s *Server) client(session string) *clientState {
@@ -533,8 +566,8 @@ func (s *Server) newPeer(session string, send func([]byte) bool) switchboard.Cli
 }
 
 func (p *peer) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if !p.caps.allows(method) {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	if err := p.caps.check(method, params); err != nil {
+		return nil, err
 	}
 	id := `"req-` + strconv.FormatInt(p.s.out.seq.Add(1), 10) + `"`
 	key := p.session + "\x00" + id

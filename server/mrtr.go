@@ -105,8 +105,8 @@ type roundPeer struct {
 }
 
 func (p *roundPeer) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if !p.caps.allows(method) {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	if err := p.caps.check(method, params); err != nil {
+		return nil, err
 	}
 	a := &ask{key: "input-" + strconv.FormatInt(p.s.out.seq.Add(1), 10), method: method, params: params, reply: make(chan clientAnswer, 1)}
 	select {
