@@ -161,9 +161,11 @@ func decodeCallParams(b []byte, p *callParams) error {
 	return err
 }
 
-// dispatch answers tools/list and tools/call for a session and returns
-// the complete response message. progress receives progress notification
-// params for this request (with the client's token).
+// dispatch answers a 2025 client's request (of a session, sessionless or
+// on the legacy SSE transport) and returns the complete response message,
+// its result shaped for that revision (resultFor2025). progress receives
+// progress notification params for this request (with the client's
+// token).
 //
 // It returns nil for a call the client cancelled (notifications/cancelled):
 // the MCP specification says the receiver should not answer a cancelled
@@ -176,7 +178,7 @@ func (s *Server) dispatch(ctx context.Context, session string, m *rpcMessage, pr
 	if rpc != nil {
 		return errorResponse(m.ID, rpc)
 	}
-	return response(m.ID, res)
+	return response(m.ID, resultFor2025(m.Method, res))
 }
 
 // errClientCancelled is the cause of a call's context when the client
@@ -258,7 +260,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		start := time.Now()
 		req := switchboard.CallRequest{Project: s.opts.Project, Session: session, Caller: callerOf(ctx, session),
-			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(session)}
+			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(ctx, session)}
 		var res json.RawMessage
 		var err error
 		if s.ownsTool(ctx, session, req.Tool) {
@@ -318,6 +320,19 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 }
 
 type peerKey struct{}
+
+// streamKey carries the response of the request served under ctx, when
+// it may become an SSE stream (withStream).
+type streamKey struct{}
+
+// withStream makes out the stream of the request served under ctx: the
+// messages an upstream sends about that request go on it.
+func withStream(ctx context.Context, out *postWriter) context.Context {
+	if !out.sse {
+		return ctx
+	}
+	return context.WithValue(ctx, streamKey{}, out)
+}
 
 // withPeer makes p the client of the requests served under ctx.
 func withPeer(ctx context.Context, p switchboard.ClientPeer) context.Context {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/switchboard-mcp/switchboard"
 )
@@ -15,6 +16,17 @@ func response(id json.RawMessage, result json.RawMessage) []byte {
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	b = append(b, result...)
+	return append(b, '}')
+}
+
+// notification renders a JSON-RPC notification with params (a JSON
+// object).
+func notification(method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+40)
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, params...)
 	return append(b, '}')
 }
 

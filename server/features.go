@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -59,9 +60,9 @@ type clientState struct {
 }
 
 // clientCaps are the capabilities a client declared in initialize that
-// requests back to it need.
+// requests back to it need: elicitation by mode (form, url).
 type clientCaps struct {
-	sampling, elicitation, roots bool
+	sampling, elicitForm, elicitURL, roots bool
 }
 
 func parseClientCaps(params json.RawMessage) clientCaps {
@@ -70,20 +71,52 @@ func parseClientCaps(params json.RawMessage) clientCaps {
 	}
 	_ = json.Unmarshal(params, &p)
 	has := func(k string) bool { v, ok := p.Capabilities[k]; return ok && string(v) != "null" }
-	return clientCaps{sampling: has("sampling"), elicitation: has("elicitation"), roots: has("roots")}
+	c := clientCaps{sampling: has("sampling"), roots: has("roots")}
+	if has("elicitation") {
+		var modes map[string]json.RawMessage
+		_ = json.Unmarshal(p.Capabilities["elicitation"], &modes)
+		mode := func(k string) bool { v, ok := modes[k]; return ok && string(v) != "null" }
+		c.elicitForm, c.elicitURL = mode("form"), mode("url")
+		// An elicitation object naming no mode declares form mode
+		// (2025-11-25: "equivalent to declaring support for form mode
+		// only"), as 2025-06-18's elicitation:{} did.
+		c.elicitForm = c.elicitForm || !c.elicitURL
+	}
+	return c
 }
 
-// allows reports whether the client declared what method needs.
-func (c clientCaps) allows(method string) bool {
+// check says whether the client declared what a request of method with
+// params needs: ErrNotFound when it did not declare the capability at
+// all; for elicitation/create in a mode it did not declare, ErrInvalid:
+// the -32602 (Invalid params) the specification has a client answer for
+// "a mode not declared in client capabilities", so the server gets what
+// the client itself would have said.
+func (c clientCaps) check(method string, params json.RawMessage) error {
+	ok := false
 	switch method {
 	case "sampling/createMessage":
-		return c.sampling
+		ok = c.sampling
 	case "elicitation/create":
-		return c.elicitation
+		if !c.elicitForm && !c.elicitURL {
+			break
+		}
+		var p struct {
+			Mode string `json:"mode"`
+		}
+		_ = json.Unmarshal(params, &p)
+		switch mode := cmp.Or(p.Mode, "form"); { // no mode: form (the specification's default)
+		case mode == "form" && c.elicitForm, mode == "url" && c.elicitURL:
+			return nil
+		default:
+			return switchboard.Errorf(switchboard.ErrInvalid, "the client did not declare elicitation mode %q in its capabilities", switchboard.Clip(mode))
+		}
 	case "roots/list":
-		return c.roots
+		ok = c.roots
 	}
-	return false
+	if !ok {
+		return switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	}
+	return nil
 }
 
 func (s *Server) client(session string) *clientState {
@@ -183,7 +216,7 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 	}
 	server := ""
 	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer,
-		OnLog: s.logSink(session), Routed: func(name string) { server = name }})
+		OnLog: s.logSink(ctx, session), Routed: func(name string) { server = name }})
 	s.observeFeature(session, server, m.Method, params, err, start)
 	if err != nil {
 		rpc := switchboard.ToRPCError(err)
@@ -243,7 +276,7 @@ func (s *Server) subscribe(ctx context.Context, f Features, session, method stri
 	s.subCall.Lock()
 	defer s.subCall.Unlock()
 	upstream := func() *switchboard.RPCError {
-		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params, OnLog: s.logSink(session)}); err != nil {
+		if _, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: method, Params: params, OnLog: s.logSink(ctx, session)}); err != nil {
 			return switchboard.ToRPCError(err)
 		}
 		return nil
@@ -326,11 +359,29 @@ func (s *Server) LogMessage(server string, params json.RawMessage) {
 
 // logSink is what receives the log messages of session's requests: the
 // session's own, filtered by its level when they arrive; nil for none.
-func (s *Server) logSink(session string) func(server string, params json.RawMessage) {
-	if c := s.client(session); c != nil {
-		return c.onLog
+// A message that came while serving the request under ctx goes on that
+// request's own stream when it has one (a POST answered as SSE), as the
+// server would have sent it to a client reached directly: a client need
+// not keep the session's GET stream open to see it. Otherwise it goes on
+// the session's stream.
+func (s *Server) logSink(ctx context.Context, session string) func(server string, params json.RawMessage) {
+	c := s.client(session)
+	if c == nil {
+		return nil
 	}
-	return nil
+	out, _ := ctx.Value(streamKey{}).(*postWriter)
+	if out == nil {
+		return c.onLog // no allocation on the hot path
+	}
+	return func(server string, params json.RawMessage) {
+		rank, tagged := taggedLog(server, params)
+		if tagged == nil || !c.wants(rank) {
+			return
+		}
+		if !out.notify(notification("notifications/message", tagged)) {
+			s.notifySession(session, "notifications/message", tagged)
+		}
+	}
 }
 
 // newClientState makes session's state, with its log sink.
@@ -408,9 +459,8 @@ func rankOf(level string) int {
 // notifySession sends one notification to one session, on its stream.
 func (s *Server) notifySession(session, method string, params json.RawMessage) {
 	if ls := s.legacy.get(session); ls != nil {
-		msg := append(append([]byte(`{"jsonrpc":"2.0","method":`+strconv.Quote(method)+`,"params":`), params...), '}')
 		select {
-		case ls.out <- msg:
+		case ls.out <- notification(method, params):
 		default:
 		}
 		return
@@ -516,8 +566,8 @@ func (s *Server) newPeer(session string, send func([]byte) bool) switchboard.Cli
 }
 
 func (p *peer) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if !p.caps.allows(method) {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	if err := p.caps.check(method, params); err != nil {
+		return nil, err
 	}
 	id := `"req-` + strconv.FormatInt(p.s.out.seq.Add(1), 10) + `"`
 	key := p.session + "\x00" + id

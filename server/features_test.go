@@ -98,6 +98,37 @@ func TestFeatureRequestCancelled(t *testing.T) {
 	}
 }
 
+// TestClientCapsCheck: a request back is checked against the client's
+// declaration, elicitation by mode: an empty elicitation object is form
+// mode only; a mode the client did not declare is ErrInvalid (-32602),
+// a capability it did not declare ErrNotFound.
+func TestClientCapsCheck(t *testing.T) {
+	const url, form, noMode = `{"mode":"url","url":"https://x","elicitationId":"1","message":"m"}`, `{"mode":"form","message":"m"}`, `{"message":"m"}`
+	for _, tc := range []struct {
+		caps, method, params string
+		want                 error
+	}{
+		{`{"elicitation":{}}`, "elicitation/create", noMode, nil},
+		{`{"elicitation":{}}`, "elicitation/create", form, nil},
+		{`{"elicitation":{}}`, "elicitation/create", url, switchboard.ErrInvalid},
+		{`{"elicitation":{"form":{}}}`, "elicitation/create", url, switchboard.ErrInvalid},
+		{`{"elicitation":{"url":{}}}`, "elicitation/create", url, nil},
+		{`{"elicitation":{"url":{}}}`, "elicitation/create", noMode, switchboard.ErrInvalid},
+		{`{"elicitation":{"form":{},"url":{}}}`, "elicitation/create", url, nil},
+		{`{"elicitation":{"form":{}}}`, "elicitation/create", `{"mode":"other"}`, switchboard.ErrInvalid},
+		{`{"sampling":{}}`, "elicitation/create", form, switchboard.ErrNotFound},
+		{`{"elicitation":null}`, "elicitation/create", form, switchboard.ErrNotFound},
+		{`{"sampling":{}}`, "sampling/createMessage", `{}`, nil},
+		{`{"elicitation":{}}`, "roots/list", `{}`, switchboard.ErrNotFound},
+	} {
+		caps := parseClientCaps(json.RawMessage(`{"capabilities":` + tc.caps + `}`))
+		err := caps.check(tc.method, json.RawMessage(tc.params))
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s, %s %s: %v, want %v", tc.caps, tc.method, tc.params, err, tc.want)
+		}
+	}
+}
+
 // TestRequestBackIsBounded: a request back to a client that never
 // answers ends with ErrTimeout when the call it belongs to runs out of
 // time (ctx), on a session's stream and in 2026-07-28 rounds (a round the

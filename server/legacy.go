@@ -246,7 +246,7 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 			resp := s.dispatch(ctx, ls.id, m, func(p json.RawMessage) {
 				// Progress is advisory: dropped when the stream is backed up.
 				select {
-				case ls.out <- append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), p...), '}'):
+				case ls.out <- notification("notifications/progress", p):
 				default:
 				}
 			})

@@ -7,12 +7,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/jsonscan"
 )
 
 // MCP 2026-07-28 (SEP-2575, SEP-2243) is stateless: no initialize, no
@@ -124,19 +128,36 @@ func checkStateless(r *http.Request, m *rpcMessage) *switchboard.RPCError {
 		}
 		return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Method header " + switchboard.Clip(h) + " does not match the body's method " + switchboard.Clip(m.Method)}
 	}
-	if m.Method == "tools/call" {
-		var p struct {
-			Name string `json:"name"`
+	if field, name, ok := namedBy(m); ok {
+		h := r.Header.Get("Mcp-Name")
+		if h == "" {
+			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "missing Mcp-Name header (MCP " + protocol2026 + " requires it on " + m.Method + ", equal to params." + field + ")"}
 		}
-		_ = json.Unmarshal(m.Params, &p)
-		if h := r.Header.Get("Mcp-Name"); h != p.Name {
-			if h == "" {
-				return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "missing Mcp-Name header (MCP " + protocol2026 + " requires it on tools/call, equal to params.name)"}
-			}
-			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Name header " + switchboard.Clip(h) + " does not match params.name " + switchboard.Clip(p.Name)}
+		// A value that is not plain visible ASCII travels as
+		// =?base64?...?=; compare what it says, not how it is written.
+		if v, decoded := mcp.DecodeHeaderValue(h); !decoded || v != name {
+			return &switchboard.RPCError{Code: codeHeaderMismatch, Message: "Mcp-Name header " + switchboard.Clip(h) + " does not match params." + field + " " + switchboard.Clip(name)}
 		}
 	}
 	return nil
+}
+
+// namedBy returns the params member a 2026-07-28 request names in its
+// Mcp-Name header (tools/call and prompts/get: name; resources/read: uri)
+// and its value; ok is false for the methods that carry no Mcp-Name.
+func namedBy(m *rpcMessage) (field, name string, ok bool) {
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		return "", "", false
+	}
+	var p map[string]json.RawMessage
+	_ = json.Unmarshal(m.Params, &p)
+	_ = json.Unmarshal(p[field], &name)
+	return field, name, true
 }
 
 // statelessPost answers one 2026-07-28 request. Any Mcp-Session-Id is
@@ -253,21 +274,112 @@ func withListMembers(list json.RawMessage) json.RawMessage {
 	return append(out, `,"resultType":"complete","ttlMs":0,"cacheScope":"private"}`...)
 }
 
-// withResultType adds "resultType":"complete" to a tools/call result,
-// the one byte difference between what a 2026-07-28 client and a 2025
-// client get for the same call. The upstream's bytes are kept; a result
-// that already says resultType is left alone.
-func withResultType(res json.RawMessage) json.RawMessage {
-	t := bytes.TrimRight(res, " \t\r\n")
-	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' || hasTopLevelKey(t, "resultType") {
+// A result reaches a client shaped as the client's revision says,
+// whichever revision the upstream spoke: resultFor2026 and resultFor2025
+// are the two shapes of an upstream's result of method, as it came (the
+// upstreams package has already dropped a 2026-07-28 hop's resultType
+// and protocol _meta). Lists are rendered by the gateway, not passed on,
+// so only resources/read carries an upstream's cache hints.
+
+// cacheHints are the members 2026-07-28 requires on a cacheable result
+// (resources/read here) and which 2025 results do not have.
+var cacheHints = []string{"ttlMs", "cacheScope"}
+
+// resultFor2026 adds "resultType":"complete" and, on resources/read, the
+// cache hints the upstream gave none of (a 2025 upstream): ttlMs 0 (stale
+// at once: the gateway knows nothing of how long the contents stay
+// valid) and cacheScope private (they may depend on the project and
+// token; public is only the revision's default for an absent member).
+// The upstream's bytes are kept; members it set are left alone.
+func resultFor2026(method string, res json.RawMessage) json.RawMessage {
+	add := [][2]string{{"resultType", `"complete"`}}
+	if method == "resources/read" {
+		add = append(add, [2]string{"ttlMs", "0"}, [2]string{"cacheScope", `"private"`})
+	}
+	return withMembers(res, add)
+}
+
+// resultFor2025 drops what a 2026-07-28 upstream's resources/read result
+// carries that 2025 results do not: the cache hints. Every other byte
+// is kept.
+func resultFor2025(method string, res json.RawMessage) json.RawMessage {
+	if method != "resources/read" || !bytes.Contains(res, []byte(`"ttlMs"`)) && !bytes.Contains(res, []byte(`"cacheScope"`)) {
 		return res
 	}
-	out := make([]byte, 0, len(t)+24)
-	out = append(out, t[:len(t)-1]...)
-	if len(bytes.TrimSpace(t[1:len(t)-1])) > 0 {
-		out = append(out, ',')
+	return withoutMembers(res, cacheHints)
+}
+
+// withMembers appends each member (key, value as JSON) that the object
+// res does not have, after its last member; anything else is returned
+// as it came.
+func withMembers(res json.RawMessage, add [][2]string) json.RawMessage {
+	t := bytes.TrimRight(res, " \t\r\n")
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		return res
 	}
-	return append(out, `"resultType":"complete"}`...)
+	var out []byte
+	empty := len(bytes.TrimSpace(t[1:len(t)-1])) == 0
+	for _, kv := range add {
+		if hasTopLevelKey(t, kv[0]) {
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(t)+64)
+			out = append(out, t[:len(t)-1]...)
+		}
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		out = append(append(append(append(out, '"'), kv[0]...), `":`...), kv[1]...)
+	}
+	if out == nil {
+		return res
+	}
+	return append(out, '}')
+}
+
+// withoutMembers returns the object res without its top-level members
+// named in drop, every other member's bytes and order kept. A key
+// jsonscan leaves to encoding/json (an escape, a byte beyond ASCII)
+// cannot be one of ours; such an object is re-encoded through a map,
+// which keeps the values' bytes but not the members' order.
+func withoutMembers(res json.RawMessage, drop []string) json.RawMessage {
+	out := make([]byte, 0, len(res))
+	out = append(out, '{')
+	dropped := false
+	ok := jsonscan.Members(res, func(key, val []byte) {
+		if slices.Contains(drop, string(key)) {
+			dropped = true
+			return
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(append(out, '"'), key...), `":`...), val...)
+	})
+	if ok {
+		if !dropped {
+			return res
+		}
+		return append(out, '}')
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(res, &m) != nil || m == nil {
+		return res
+	}
+	n := len(m)
+	for _, k := range drop {
+		delete(m, k)
+	}
+	if len(m) == n {
+		return res
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return res
+	}
+	return b
 }
 
 // hasTopLevelKey reports whether the JSON object obj has member key.

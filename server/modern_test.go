@@ -9,18 +9,33 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestWithResultType(t *testing.T) {
-	for _, tc := range []struct{ name, in, want string }{
-		{"empty object", `{}`, `{"resultType":"complete"}`},
-		{"members kept byte for byte", `{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993}}`,
-			`{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993},"resultType":"complete"}`},
-		{"trailing space", "{\"a\":1}\n", `{"a":1,"resultType":"complete"}`},
-		{"already there", `{"resultType":"complete","a":1}`, `{"resultType":"complete","a":1}`},
-		{"only nested", `{"x":{"resultType":"y"}}`, `{"x":{"resultType":"y"},"resultType":"complete"}`},
-		{"not an object", `[1]`, `[1]`},
+func TestResultShapes(t *testing.T) {
+	for _, tc := range []struct{ name, method, in, want26, want25 string }{
+		{"empty object", "tools/call", `{}`, `{"resultType":"complete"}`, `{}`},
+		{"members kept byte for byte", "tools/call", `{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993}}`,
+			`{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993},"resultType":"complete"}`,
+			`{"content":[{"type":"text","text":"x"}],"_meta":{"big":9007199254740993}}`},
+		{"trailing space", "tools/call", "{\"a\":1}\n", `{"a":1,"resultType":"complete"}`, "{\"a\":1}\n"},
+		{"already there", "tools/call", `{"resultType":"complete","a":1}`, `{"resultType":"complete","a":1}`, `{"resultType":"complete","a":1}`},
+		{"only nested", "tools/call", `{"x":{"resultType":"y"}}`, `{"x":{"resultType":"y"},"resultType":"complete"}`, `{"x":{"resultType":"y"}}`},
+		{"not an object", "tools/call", `[1]`, `[1]`, `[1]`},
+		// A tool's result is the tool's: only resources/read has hints.
+		{"tool result with a ttlMs", "tools/call", `{"content":[],"ttlMs":5}`, `{"content":[],"ttlMs":5,"resultType":"complete"}`, `{"content":[],"ttlMs":5}`},
+		{"read from a 2025 upstream", "resources/read", `{"contents":[{"uri":"a:b","text":"x"}]}`,
+			`{"contents":[{"uri":"a:b","text":"x"}],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`,
+			`{"contents":[{"uri":"a:b","text":"x"}]}`},
+		{"read from a 2026 upstream", "resources/read", `{"contents":[{"uri":"a:b","text":"x"}],"ttlMs":60000,"cacheScope":"public","_meta":{"k":1}}`,
+			`{"contents":[{"uri":"a:b","text":"x"}],"ttlMs":60000,"cacheScope":"public","_meta":{"k":1},"resultType":"complete"}`,
+			`{"contents":[{"uri":"a:b","text":"x"}],"_meta":{"k":1}}`},
+		{"only nested hints", "resources/read", `{"contents":[{"uri":"a:b","text":"\"ttlMs\""}],"_meta":{"ttlMs":1}}`,
+			`{"contents":[{"uri":"a:b","text":"\"ttlMs\""}],"_meta":{"ttlMs":1},"resultType":"complete","ttlMs":0,"cacheScope":"private"}`,
+			`{"contents":[{"uri":"a:b","text":"\"ttlMs\""}],"_meta":{"ttlMs":1}}`},
 	} {
-		if got := string(withResultType(json.RawMessage(tc.in))); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		if got := string(resultFor2026(tc.method, json.RawMessage(tc.in))); got != tc.want26 {
+			t.Errorf("%s, 2026: %s, want %s", tc.name, got, tc.want26)
+		}
+		if got := string(resultFor2025(tc.method, json.RawMessage(tc.in))); got != tc.want25 {
+			t.Errorf("%s, 2025: %s, want %s", tc.name, got, tc.want25)
 		}
 	}
 }
@@ -58,6 +73,21 @@ func TestCheckStateless(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01"}}}`, codeUnsupportedProtocolVersion},
 		{"no name header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, codeHeaderMismatch},
+		{"prompts/get name differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "other"},
+			`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet",` + meta + `}}`, codeHeaderMismatch},
+		{"prompts/get without a name header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get"},
+			`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet",` + meta + `}}`, codeHeaderMismatch},
+		{"resources/read uri differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "file:///b"},
+			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a",` + meta + `}}`, codeHeaderMismatch},
+		{"resources/read without a name header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read"},
+			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a",` + meta + `}}`, codeHeaderMismatch},
+		{"resources/read ok", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "file:///a"},
+			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a",` + meta + `}}`, 0},
+		// Not visible ASCII: the header carries it base64-encoded.
+		{"base64 name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "=?base64?ZmlsZTovLy/DqQ==?="},
+			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///é",` + meta + `}}`, 0},
+		{"base64 name differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "=?base64?ZmlsZTovLy/DqQ==?="},
+			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///e",` + meta + `}}`, codeHeaderMismatch},
 		{"resumption", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Last-Event-Id": "3"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, codeHeaderMismatch},
 	} {

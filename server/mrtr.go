@@ -105,8 +105,8 @@ type roundPeer struct {
 }
 
 func (p *roundPeer) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if !p.caps.allows(method) {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "the client did not declare the capability %s needs", method)
+	if err := p.caps.check(method, params); err != nil {
+		return nil, err
 	}
 	a := &ask{key: "input-" + strconv.FormatInt(p.s.out.seq.Add(1), 10), method: method, params: params, reply: make(chan clientAnswer, 1)}
 	select {
@@ -263,7 +263,7 @@ func (s *Server) round(w http.ResponseWriter, r *http.Request, out *postWriter, 
 // finishCall writes a 2026-07-28 call's final answer.
 func (s *Server) finishCall(w http.ResponseWriter, out *postWriter, m *rpcMessage, res json.RawMessage, rpc *switchboard.RPCError) {
 	if rpc == nil {
-		res = withResultType(res)
+		res = resultFor2026(m.Method, res)
 	}
 	if rpc != nil && rpc.Code == switchboard.CodeMethodNotFound {
 		// The method is served: an unknown tool, prompt or reference

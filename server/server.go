@@ -512,7 +512,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &postWriter{w: w, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
-	ctx := withTraceContext(r.Context(), r.Header)
+	ctx := withStream(withTraceContext(r.Context(), r.Header), out)
 	if out.sse && s.offersRequests(sid) {
 		// Requests an upstream makes of this client while serving this
 		// request go down this request's own stream.
@@ -630,10 +630,63 @@ type postWriter struct {
 	mu       sync.Mutex
 	streamed bool
 	finished bool
+	// queue holds the notifications notify took, for the goroutine
+	// (owned by wg) that writes them; closed, nil, by finish.
+	queue  chan []byte
+	closed bool // finish began: notify takes no more
+	wg     sync.WaitGroup
 }
 
+// notifyQueue bounds the notifications waiting for a slow client's
+// stream; beyond it they are dropped, as mcp-go drops a session's.
+const notifyQueue = 64
+
 func (p *postWriter) progress(params json.RawMessage) {
-	p.event(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}'))
+	p.event(notification("notifications/progress", params))
+}
+
+// notify sends msg on the request's stream without blocking its caller
+// (an upstream's reader, which serves every call of that server): a
+// goroutine writes it, before the response. It reports false when the
+// request has no stream to take it (the client does not accept SSE, or
+// the response is being sent).
+func (p *postWriter) notify(msg []byte) bool {
+	if !p.sse {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.finished {
+		return false
+	}
+	if p.queue == nil {
+		p.queue = make(chan []byte, notifyQueue)
+		q := p.queue
+		p.wg.Go(func() {
+			for m := range q {
+				p.event(m)
+			}
+		})
+	}
+	select {
+	case p.queue <- msg:
+	default:
+	}
+	return true
+}
+
+// drain stops notify and waits until what it took is written, so the
+// response comes after the messages that came before it.
+func (p *postWriter) drain() {
+	p.mu.Lock()
+	p.closed = true
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	if q != nil {
+		close(q)
+		p.wg.Wait()
+	}
 }
 
 // event sends msg on the request's stream, turning the answer into an
@@ -663,6 +716,7 @@ func (p *postWriter) event(msg []byte) bool {
 // close ends the response's stream for good without an answer: events
 // after it are dropped. It waits for an event being written.
 func (p *postWriter) close() {
+	p.drain()
 	p.mu.Lock()
 	p.finished = true
 	p.mu.Unlock()
@@ -675,6 +729,7 @@ func (p *postWriter) close() {
 // empty 200 JSON or SSE body would be a broken response, and an error
 // status a failure the client did not have.
 func (p *postWriter) finish(resp []byte) {
+	p.drain()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finished = true

@@ -113,7 +113,9 @@ func (u *upstream) serverRequest(ctx context.Context, method string, params json
 		if errors.Is(err, switchboard.ErrNotFound) {
 			return nil, errNoClient(method, "the client did not declare the capability")
 		}
-		return nil, &switchboard.RPCError{Code: switchboard.CodeInternalError, Message: switchboard.Message(err)}
+		// The one table: ErrInvalid (say, an elicitation mode the
+		// client did not declare) is -32602, as the client would answer.
+		return nil, switchboard.ToRPCError(err)
 	}
 	return res, nil
 }

@@ -435,8 +435,9 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 // standardHeaders are the headers 2026-07-28 asks of every request over
 // streamable HTTP besides MCP-Protocol-Version (which the transport
-// sends): Mcp-Method and, on tools/call, Mcp-Name. Mcp-Param-* headers
-// (tool parameters annotated x-mcp-header) are not sent.
+// sends): Mcp-Method and, on tools/call, prompts/get and resources/read,
+// Mcp-Name. Mcp-Param-* headers (tool parameters annotated x-mcp-header)
+// are not sent.
 func standardHeaders(method string, params any) http.Header {
 	raw, _ := params.(json.RawMessage)
 	std := mcp.StandardHeaders(Revision20260728, mcp.MCPMethod(method), raw)
