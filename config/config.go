@@ -39,6 +39,7 @@ type Config struct {
 
 	CallTimeout     time.Duration `env:"MCP_SERVER_CALL_TIMEOUT" envDefault:"30s"`
 	ConnectTimeout  time.Duration `env:"MCP_SERVER_CONNECT_TIMEOUT" envDefault:"30s"`
+	ListWait        time.Duration `env:"MCP_SERVER_LIST_WAIT" envDefault:"5s"`
 	ShutdownTimeout time.Duration `env:"MCP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	StopTimeout     time.Duration `env:"MCP_SERVER_CHILD_STOP_TIMEOUT" envDefault:"5s"`
 	SessionIdleTTL  time.Duration `env:"MCP_SERVER_SESSION_IDLE_TIMEOUT" envDefault:"30m"`
@@ -223,6 +224,7 @@ func (c *Config) validate() []error {
 	}{
 		{"MCP_SERVER_CALL_TIMEOUT", c.CallTimeout},
 		{"MCP_SERVER_CONNECT_TIMEOUT", c.ConnectTimeout},
+		{"MCP_SERVER_LIST_WAIT", c.ListWait},
 		{"MCP_SERVER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 		{"MCP_SERVER_CHILD_STOP_TIMEOUT", c.StopTimeout},
 		{"MCP_SERVER_SESSION_IDLE_TIMEOUT", c.SessionIdleTTL},
@@ -441,7 +443,7 @@ func (c Config) LogAttrs() []any {
 	return append([]any{
 		"addr", c.Addr(), "cors", c.EnableCORS, "cors_origins", c.CORSOrigins,
 		"servers_file", c.ServersFile, "data_dir", c.DataDir, "store", c.StoreDescription(), "call_log", c.CallLog,
-		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout,
+		"call_timeout", c.CallTimeout, "connect_timeout", c.ConnectTimeout, "list_wait", c.ListWait,
 		"shutdown_timeout", c.ShutdownTimeout, "child_stop_timeout", c.StopTimeout,
 		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "max_sessions_per_project", c.MaxProjectSessions, "heartbeat", c.Heartbeat,
 		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,

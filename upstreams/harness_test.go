@@ -49,6 +49,7 @@ func testOptions() Options {
 		Version:         "test",
 		CallTimeout:     waitTimeout,
 		ConnectTimeout:  waitTimeout,
+		ListWait:        waitTimeout, // tests of the bound set their own
 		StopTimeout:     2 * time.Second,
 		BreakerFailures: 3,
 		BreakerCooldown: time.Hour,

@@ -16,9 +16,14 @@ import (
 // Options tune a Manager. Zero values take the documented defaults; tests
 // shorten the timings.
 type Options struct {
-	Version         string
-	CallTimeout     time.Duration // default 30s
-	ConnectTimeout  time.Duration // default 30s
+	Version        string
+	CallTimeout    time.Duration // default 30s
+	ConnectTimeout time.Duration // default 30s
+	// ListWait bounds how long a listing (Tools) waits for servers' first
+	// connects: what is ready by then is listed, the rest is added (and
+	// list_changed sent) as each arrives; default 5s. Calls wait for their
+	// server up to ConnectTimeout.
+	ListWait        time.Duration
 	StopTimeout     time.Duration // SIGTERM -> SIGKILL for stdio children; default 5s
 	BreakerFailures uint32        // consecutive connect failures that open the breaker; default 3
 	BreakerCooldown time.Duration // default 60s
@@ -64,6 +69,7 @@ func (o *Options) defaults() {
 	}
 	def(&o.CallTimeout, 30*time.Second)
 	def(&o.ConnectTimeout, 30*time.Second)
+	def(&o.ListWait, 5*time.Second)
 	def(&o.StopTimeout, 5*time.Second)
 	def(&o.StallTimeout, 5*time.Second)
 	def(&o.BreakerCooldown, 60*time.Second)
@@ -403,7 +409,10 @@ func (m *Manager) Catalog() *switchboard.Catalog { return m.catalog.Load() }
 
 // Tools returns the catalog after making sure every server has been tried
 // once: on first need, servers never tried connect (concurrently) and Tools
-// waits for that first attempt, bounded by ctx. It never waits on a
+// waits for that first attempt, bounded by ctx and by ListWait (a server
+// still connecting then is listed when it arrives, with list_changed, and
+// Status says it is connecting, so one slow server does not hold every
+// client's first list for the connect timeout). It never waits on a
 // reconnect or a retry, whoever started it: servers that failed and never
 // listed tools are retried in the background (their breaker permitting),
 // and the catalog holds what is connected (and the last known tools of a
@@ -417,8 +426,13 @@ func (m *Manager) Tools(ctx context.Context) *switchboard.Catalog { return m.too
 // there is.
 func (m *Manager) tools(ctx context.Context, forCall bool) *switchboard.Catalog {
 	// Connects end by themselves at the connect timeout; the grace only
-	// guards against a transport that ignores it.
-	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout+2*time.Second)
+	// guards against a transport that ignores it. A listing waits at most
+	// ListWait.
+	wait := m.opts.ConnectTimeout + 2*time.Second
+	if !forCall {
+		wait = min(wait, m.opts.ListWait)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	m.mu.Lock()
 	order := m.order

@@ -298,11 +298,13 @@ func (u *upstream) connect() (conn, error) {
 	tools, caps, err := u.handshake(ctx, c)
 	if err != nil {
 		_ = c.close()
+		// The connect timeout first: it is why a process killed at it
+		// died ("killed during initialize" said nothing of the 30 s).
+		if ctx.Err() != nil && u.ctx.Err() == nil {
+			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q did not finish initialize within %s (MCP_SERVER_CONNECT_TIMEOUT)", u.spec.Name, u.m.opts.ConnectTimeout)
+		}
 		if sc, ok := c.(*stdioConn); ok && sc.exitStatus() != "" {
 			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q: process %s during initialize", u.spec.Name, sc.exitStatus())
-		}
-		if ctx.Err() != nil && u.ctx.Err() == nil {
-			return nil, switchboard.Errorf(switchboard.ErrUnavailable, "server %q did not finish initialize within %s", u.spec.Name, u.m.opts.ConnectTimeout)
 		}
 		msg := switchboard.Message(err)
 		if errors.Is(err, errConnLost) {

@@ -114,7 +114,10 @@ func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gatewa
 	writeServers(t, g.file, servers)
 	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_CONFIG": g.file, "MCP_SERVER_DATA_DIR": dir,
 		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms",
-		"MCP_SERVER_SANDBOX": "false"} // sandbox_test.go turns it on
+		// Tests list what they configured: a first list waits for every
+		// server (TestSlowServerDoesNotHoldTheFirstList sets its own).
+		"MCP_SERVER_LIST_WAIT": "60s",
+		"MCP_SERVER_SANDBOX":   "false"} // sandbox_test.go turns it on
 	for k, v := range env {
 		vars[k] = v
 	}

@@ -39,6 +39,9 @@ func startBinary(t *testing.T, bin string, env ...string) *binGateway {
 			g.cmd.Env = append(g.cmd.Env, kv)
 		}
 	}
+	// A first list waits for every server, as tests expect (the last
+	// value of a variable wins: env may set its own).
+	g.cmd.Env = append(g.cmd.Env, "MCP_SERVER_LIST_WAIT=60s")
 	g.cmd.Env = append(g.cmd.Env, env...)
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {

@@ -224,7 +224,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		},
 		SessionTools: cat.sessionTools(),
 		Upstreams: upstreams.Options{
-			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
+			Version: version, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout, ListWait: cfg.ListWait,
 			StopTimeout: cfg.StopTimeout, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
 			ListDebounce: cfg.ListDebounce, MaxMessageBytes: cfg.MaxMessageBytes, HopID: hop,
 		},

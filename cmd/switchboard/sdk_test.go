@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,4 +171,52 @@ func TestGoSDKClient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSlowServerDoesNotHoldTheFirstList (issue 34, item 6): a server that
+// takes long to connect does not hold a client's first tools/list: the
+// list comes at MCP_SERVER_LIST_WAIT with what is ready, the status says
+// the slow one is connecting, and when it arrives the client is sent
+// tools/list_changed and its tools are listed.
+func TestSlowServerDoesNotHoldTheFirstList(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	late := map[string]any{"command": "sh", "args": []string{"-c", `while [ ! -e "$GATE" ]; do sleep 0.05; done; exec "$BIN"`},
+		"env":        map[string]string{"GATE": gate, "BIN": os.Args[0], "SWITCHBOARD_FIXTURE": "stdio", "SWITCHBOARD_FIXTURE_NAME": "late"},
+		"toolPrefix": "late_"}
+	g := startGateway(t, [][2]any{{"up", stdioServer("up")}, {"late", late}}, map[string]string{"MCP_SERVER_LIST_WAIT": "500ms"})
+	changed := make(chan struct{}, 8)
+	cs := sdkConnect(t, g.url+"/mcp", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	names := toolNames(t, cs)
+	if !has(names, "echo") || has(names, "late_echo") {
+		t.Fatalf("first list %v: want up's echo and nothing of late yet", names)
+	}
+	api := newAPI(t, g.url, "")
+	var list struct {
+		Servers []struct {
+			Name   string
+			Status struct{ State string } `json:"status"`
+		} `json:"servers"`
+	}
+	api.must(http.StatusOK, "GET", "/api/v1/projects/default/servers", nil, &list)
+	for _, s := range list.Servers {
+		if s.Name == "late" && s.Status.State != "connecting" {
+			t.Fatalf("late's status is %q while it connects; want connecting", s.Status.State)
+		}
+	}
+	for len(changed) > 0 { // what up's connect sent before the first list
+		<-changed
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(opTimeout):
+		t.Fatal("no tools/list_changed when the late server arrived")
+	}
+	if names := toolNames(t, cs); !has(names, "late_echo") {
+		t.Fatalf("the list after list_changed: %v; want late_echo", names)
+	}
 }
