@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -102,20 +101,6 @@ func (h Hosted) validate() []error {
 		errs = append(errs, fmt.Errorf("MCP_SERVER_INSTANCE: must be 1-64 letters, digits, '_', '-' or '.'"))
 	}
 	return errs
-}
-
-// ReadHosted reads the "hosted" entries of the servers file at path; see
-// ParseHosted.
-func ReadHosted(path string) ([]switchboard.HostedRegistration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG: %w", err)
-	}
-	regs, err := ParseHosted(data)
-	if err != nil {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", path, err)
-	}
-	return regs, nil
 }
 
 // ParseHosted returns the servers of a servers file that say "run this in

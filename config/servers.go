@@ -19,7 +19,7 @@ import (
 // slot and, on stdio, every call queued behind it.
 const MaxCallTimeout = time.Hour
 
-// maxServersFile bounds what ReadServers accepts; a servers file is a few KB.
+// maxServersFile bounds what ReadServersFile accepts; a servers file is a few KB.
 const maxServersFile = 4 << 20
 
 // fileServer is one entry of the servers file as users write it for Claude
@@ -43,26 +43,36 @@ type fileServer struct {
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// ReadServers reads and parses the servers file at path. See ParseServers.
-func ReadServers(path string, getenv func(string) string) ([]switchboard.ServerSpec, error) {
+// ServersFile is what a servers file configures: the servers the gateway
+// connects to (ParseServers) and those it runs in containers
+// (ParseHosted), from one read of the file.
+type ServersFile struct {
+	Specs  []switchboard.ServerSpec
+	Hosted []switchboard.HostedRegistration
+}
+
+// ReadServersFile reads the servers file at path once and parses both
+// kinds of entry; the problems of both are returned together.
+func ReadServersFile(path string, getenv func(string) string) (ServersFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG: %w", err)
+		return ServersFile{}, fmt.Errorf("MCP_SERVER_CONFIG: %w", err)
 	}
 	defer f.Close()
 	var buf bytes.Buffer
 	n, err := buf.ReadFrom(&limitedReader{f, maxServersFile + 1})
 	if err != nil {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG: reading %s: %w", path, err)
+		return ServersFile{}, fmt.Errorf("MCP_SERVER_CONFIG: reading %s: %w", path, err)
 	}
 	if n > maxServersFile {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG: %s is larger than %d bytes", path, maxServersFile)
+		return ServersFile{}, fmt.Errorf("MCP_SERVER_CONFIG: %s is larger than %d bytes", path, maxServersFile)
 	}
-	specs, err := ParseServers(buf.Bytes(), getenv)
-	if err != nil {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", path, err)
+	specs, serr := ParseServers(buf.Bytes(), getenv)
+	hosted, herr := ParseHosted(buf.Bytes())
+	if err := errors.Join(serr, herr); err != nil {
+		return ServersFile{}, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", path, err)
 	}
-	return specs, nil
+	return ServersFile{Specs: specs, Hosted: hosted}, nil
 }
 
 type limitedReader struct {

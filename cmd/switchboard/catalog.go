@@ -27,18 +27,28 @@ type catalogRuntime struct {
 
 // newCatalog reads the catalog file and makes the service. A file that
 // cannot be read or parsed stops the start, naming the variable.
-func newCatalog(ctx context.Context, cfg config.Config, log *slog.Logger, eng *engine.Engine, hub func() *projects.Hub) (*catalogRuntime, error) {
+// readCatalog reads and checks MCP_SERVER_CATALOG (nil when unset),
+// before the gateway does anything else.
+func readCatalog(cfg config.Config) (*catalog.Catalog, error) {
 	if cfg.Hosted.Catalog == "" {
-		return &catalogRuntime{}, nil
+		return nil, nil
 	}
 	f, err := os.Open(cfg.Hosted.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("MCP_SERVER_CATALOG: %w", err)
 	}
+	defer f.Close()
 	cat, err := catalog.ParseCatalog(f)
-	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("MCP_SERVER_CATALOG %s: %w", cfg.Hosted.Catalog, err)
+	}
+	return cat, nil
+}
+
+// newCatalog serves cat, the catalog readCatalog read (nil: none).
+func newCatalog(ctx context.Context, cfg config.Config, cat *catalog.Catalog, log *slog.Logger, eng *engine.Engine, hub func() *projects.Hub) (*catalogRuntime, error) {
+	if cat == nil {
+		return &catalogRuntime{}, nil
 	}
 	if eng != nil {
 		cat.Refuse(eng.CheckImage) // MCP_SERVER_IMAGE_ALLOW, MCP_SERVER_IMAGE_REQUIRE_DIGEST

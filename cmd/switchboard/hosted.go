@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -147,27 +146,6 @@ func replication(cfg config.Config, st switchboard.Store, proc *lease.Process, k
 	}
 	return &hosted.Replication{Leases: st, Owner: proc.ID(), URL: cfg.ReplicaBase(listen), Self: self,
 		Token: key.ReplicaToken(), TTL: cfg.OwnerLease, Tick: cfg.ReplicaTick, Alive: proc.Alive}
-}
-
-// loadHosted reads and checks the servers file's "hosted" entries.
-func loadHosted(cfg config.Config) ([]switchboard.HostedRegistration, error) {
-	if cfg.ServersFile == "" {
-		return nil, nil
-	}
-	regs, err := config.ReadHosted(cfg.ServersFile)
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	for _, r := range regs {
-		if _, err := hosted.Validate(r); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", cfg.ServersFile, errors.Join(errs...))
-	}
-	return regs, nil
 }
 
 // startHosted starts the registered hosted servers and those of the

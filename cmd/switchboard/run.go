@@ -97,10 +97,15 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	undo.push("tracing", func(context.Context) error { stopTracing(); return nil }) // last: no span is lost
 
-	specs, err := loadSpecs(cfg, getenv)
-	if err != nil {
+	// Everything the gateway was given is read and checked before any
+	// side effect, every problem reported at once: the servers file (read
+	// once, both kinds of entry) and the catalog.
+	file, ferr := loadServersFile(cfg, getenv)
+	cat0, cerr := readCatalog(cfg)
+	if err := errors.Join(ferr, cerr); err != nil {
 		return err
 	}
+	specs, fileHosted := file.Specs, file.Hosted
 	// Listen synchronously, before anything starts: a bind error is
 	// returned, not logged later, and a gateway that cannot serve starts
 	// no container and no child.
@@ -109,10 +114,6 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 		return fmt.Errorf("listen on %s: %w (is another process using the port? set MCP_SERVER_PORT)", cfg.Addr(), err)
 	}
 	undo.push("listener", func(context.Context) error { _ = ln.Close(); return nil }) // once served, closed already
-	fileHosted, err := loadHosted(cfg)
-	if err != nil {
-		return err
-	}
 	for _, s := range specs {
 		if s.Err != nil {
 			log.Error("server not started", "server", s.Name, "err", s.Err)
@@ -195,7 +196,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	met := metrics.New()
 	observers = append(observers, met)
 	var hub *projects.Hub
-	cat, err := newCatalog(ctx, cfg, log, eng, func() *projects.Hub { return hub })
+	cat, err := newCatalog(ctx, cfg, cat0, log, eng, func() *projects.Hub { return hub })
 	if err != nil {
 		return err
 	}
@@ -251,21 +252,21 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	reloadFile := func(ctx context.Context) (int, error) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
-		next, err := loadSpecs(cfg, getenv)
+		// One read: both kinds of entry come from the same file contents,
+		// and a file with any problem changes nothing.
+		f, err := loadServersFile(cfg, getenv)
 		if err != nil {
 			log.Error("reload failed; keeping the current servers", "err", err)
 			return 0, switchboard.Errorf(switchboard.ErrInvalid, "the servers file was not reloaded; the current servers stay: %v", err)
 		}
-		if err := hub.SetFile(ctx, next); err != nil {
+		if err := hub.SetFile(ctx, f.Specs); err != nil {
 			log.Warn("servers file read, but the default project could not be reloaded from the store; the periodic sync will retry", "err", err)
 		}
-		if regs, err := loadHosted(cfg); err != nil {
-			log.Error("hosted servers of the servers file not reloaded", "err", err)
-		} else if err := hr.svc.SetFile(ctx, "default", regs); err != nil {
+		if err := hr.svc.SetFile(ctx, "default", f.Hosted); err != nil {
 			log.Error("hosted servers of the servers file", "err", err)
 		}
-		log.Info("reloaded servers file", "servers", len(next))
-		return len(next), nil
+		log.Info("reloaded servers file", "servers", len(f.Specs))
+		return len(f.Specs), nil
 	}
 	aopts := api.Options{Store: st, Projects: hub, Access: hub, Secrets: box, NewToken: secrets.NewToken,
 		TokensChanged: hub.TokensChanged, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Hosted: hr.svc, Sandbox: sbox, Pulls: eng.Pulls,
@@ -505,15 +506,31 @@ func (o observeAll) ObserveFeature(rec switchboard.ToolCallRecord, kind string) 
 
 // loadSpecs reads the servers file, or configures the built-in demo
 // server when there is none, so a bare start serves real tools.
-func loadSpecs(cfg config.Config, getenv func(string) string) ([]switchboard.ServerSpec, error) {
+// loadServersFile reads the servers file once: the servers to connect to
+// (the built-in demo when there is no file) and those to run in
+// containers, each hosted entry validated; every problem at once.
+func loadServersFile(cfg config.Config, getenv func(string) string) (config.ServersFile, error) {
 	if cfg.ServersFile == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, nil
+			return config.ServersFile{}, nil
 		}
-		return []switchboard.ServerSpec{{Name: "demo", Transport: switchboard.TransportStdio, Command: exe, Args: []string{"demo-server"}}}, nil
+		return config.ServersFile{Specs: []switchboard.ServerSpec{{Name: "demo", Transport: switchboard.TransportStdio, Command: exe, Args: []string{"demo-server"}}}}, nil
 	}
-	return config.ReadServers(cfg.ServersFile, getenv)
+	f, err := config.ReadServersFile(cfg.ServersFile, getenv)
+	if err != nil {
+		return f, err
+	}
+	var errs []error
+	for _, r := range f.Hosted {
+		if _, err := hosted.Validate(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return config.ServersFile{}, fmt.Errorf("MCP_SERVER_CONFIG %s: %w", cfg.ServersFile, errors.Join(errs...))
+	}
+	return f, nil
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {

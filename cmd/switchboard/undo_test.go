@@ -104,3 +104,37 @@ func TestFailedStartUndoesEveryStep(t *testing.T) {
 		t.Errorf("the second gateway's stdio server answered no pid")
 	}
 }
+
+// TestInputsCheckedBeforeAnything (issue 33): a servers file with a bad
+// hosted entry and a catalog that does not parse are both reported by one
+// failed start, before the gateway did anything: no port taken, nothing
+// written in its data directory (no store, no key).
+func TestInputsCheckedBeforeAnything(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "servers.json")
+	writeServers(t, file, [][2]any{{"ok", stdioServer("ok")}, {"boxed", map[string]any{"hosted": map[string]any{"image": ""}}}})
+	cat := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(cat, []byte("registry:\n  broken: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(free.Addr().(*net.TCPAddr).Port)
+	free.Close()
+	data := filepath.Join(dir, "data")
+	vars := map[string]string{"MCP_SERVER_PORT": port, "MCP_SERVER_CONFIG": file, "MCP_SERVER_CATALOG": cat, "MCP_SERVER_DATA_DIR": data, "MCP_SERVER_SANDBOX": "false"}
+	err = runWith(context.Background(), runOptions{}, nil, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "MCP_SERVER_CONFIG") || !strings.Contains(err.Error(), "MCP_SERVER_CATALOG") {
+		t.Fatalf("start with a bad servers file and a bad catalog: %v; want one error naming both", err)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) > 0 {
+		t.Errorf("the failed start wrote %d entries into its data dir", len(entries))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatalf("the port is taken after the failed start: %v", err)
+	}
+	ln.Close()
+}
