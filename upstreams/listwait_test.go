@@ -1,6 +1,7 @@
 package upstreams
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +42,21 @@ func TestInitializeTimeoutSaysSo(t *testing.T) {
 	st := h.waitState("mute", switchboard.StateFailed, switchboard.StateUnavailable)
 	if !strings.Contains(st.LastError, "did not finish initialize within 300ms") || strings.Contains(st.LastError, "killed") {
 		t.Fatalf("last error %q: want it to say initialize did not finish within 300ms", st.LastError)
+	}
+}
+
+// TestUnknownToolNamesBrokenServers (issue 34, item 16): a call to a tool
+// whose server could not start is not only "unknown tool": the message
+// names the servers that never listed tools, with their state.
+func TestUnknownToolNamesBrokenServers(t *testing.T) {
+	opts := testOptions()
+	opts.ConnectTimeout = 300 * time.Millisecond
+	h := newHarness(t, opts)
+	h.apply(stdioSpec("ready"), shellScript(t, "broken", "exit 3\n", nil))
+	h.tools()
+	h.waitState("broken", switchboard.StateFailed, switchboard.StateUnavailable)
+	_, err := h.call("create_issue", "{}")
+	if !errors.Is(err, switchboard.ErrNotFound) || !strings.Contains(err.Error(), `server "broken" (`) || strings.Contains(err.Error(), `"ready"`) {
+		t.Fatalf("calling a tool no server offers, with one server broken: %v; want not found naming the broken server only", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -482,6 +483,10 @@ func (m *Manager) Lookup(ctx context.Context, name string) (switchboard.Tool, bo
 func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	t, ok := m.Lookup(ctx, req.Tool)
 	if !ok {
+		if down := m.unlisted(); len(down) > 0 {
+			// It may be one of theirs: say so rather than only "unknown".
+			return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q: no server offers it now, and %s never listed tools (see the project's status for why); tools/list shows the tools available", switchboard.Clip(req.Tool), strings.Join(down, ", "))
+		}
 		return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown tool %q; tools/list shows the tools available", switchboard.Clip(req.Tool))
 	}
 	m.mu.Lock()
@@ -500,6 +505,23 @@ func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.R
 	}
 	endHop(span, err)
 	return res, err
+}
+
+// unlisted names the servers that never listed tools because they could
+// not start ("server \"x\" (failed)"), whose tools a call may have meant.
+func (m *Manager) unlisted() []string {
+	m.mu.Lock()
+	order := m.rankedLocked()
+	m.mu.Unlock()
+	var out []string
+	for _, u := range order {
+		u.mu.Lock()
+		if !u.listed && u.builtin == nil && u.state != switchboard.StateIdle && u.state != switchboard.StateReady {
+			out = append(out, fmt.Sprintf("server %q (%s)", u.spec.Name, u.state))
+		}
+		u.mu.Unlock()
+	}
+	return out
 }
 
 // Status reports every configured server in configured order, then the
