@@ -200,7 +200,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	repl := replication(cfg, st, proc, key, ln.Addr().String())
 	homes = &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, held: map[string]bool{}}
 	homes.start()
-	sbox.homes = homes
+	sbox.setHomes(homes)
 	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)
