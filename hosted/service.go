@@ -108,10 +108,8 @@ type Service struct {
 	sups   map[string]*supervisor   // by row ID
 	gone   map[string]chan struct{} // projects whose servers are being removed
 	closed bool
-	// remote holds the rows another replica owns, renewed the last
-	// successful renewal of each owned row's lease (replicas.go).
-	remote  map[string]*remoteRow
-	renewed map[string]time.Time
+	// remote holds the rows another replica owns (replicas.go).
+	remote map[string]*remoteRow
 	// chGen counts the hub's changes; applied holds each project's last
 	// one applied, need the change each taken-over row waits for.
 	chGen   uint64
@@ -189,7 +187,7 @@ func New(opts Options) *Service {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
-		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, remote: map[string]*remoteRow{}, renewed: map[string]time.Time{}, applied: map[string]uint64{}, need: map[string]uint64{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
+		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, remote: map[string]*remoteRow{}, applied: map[string]uint64{}, need: map[string]uint64{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
 	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
 	return s
 }

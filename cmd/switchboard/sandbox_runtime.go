@@ -43,7 +43,7 @@ type sandboxRuntime struct {
 
 	// homes shares sessions with the replicas on the same store; nil
 	// until run sets it (setHomes, before the hub starts).
-	homes *sandboxHomes
+	homes *sandbox.Homes
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -226,7 +226,7 @@ func (r *sandboxRuntime) tools(project string) upstreams.Builtin {
 	homes := r.homes
 	r.mu.Unlock()
 	if homes != nil {
-		return replicaTools{inner: r.svc.Tools(project), homes: homes, project: project}
+		return homes.Tools(project)
 	}
 	return r.svc.Tools(project)
 }
@@ -295,7 +295,7 @@ func (r *sandboxRuntime) apply(project string, on bool) {
 	}
 }
 
-func (r *sandboxRuntime) setHomes(h *sandboxHomes) {
+func (r *sandboxRuntime) setHomes(h *sandbox.Homes) {
 	r.mu.Lock()
 	r.homes = h
 	r.mu.Unlock()
