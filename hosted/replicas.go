@@ -146,17 +146,43 @@ func (s *Service) renew(ctx context.Context) {
 
 // reconcile is one pass of the reconciler: take over, follow changes.
 func (s *Service) reconcile(ctx context.Context) {
-	r := s.opts.Replication
-	me := r.Holder()
 	changed := map[string]bool{}
 	defer func() {
 		for p := range changed {
 			s.changedProject(p)
 		}
 	}()
-	// Registrations, deletions and servers-file changes of this replica
-	// hold regMu from the row's write to its supervisor's: a row seen
-	// here is either theirs, done, or not begun.
+	take := s.reconcileRows(ctx, changed)
+	// The take-overs' engine work is done without regMu: registrations
+	// and deletions of this replica do not wait for it, nor it for them.
+	for _, t := range take {
+		if _, err := s.st.GetWorkspace(ctx, t.row.ID); errors.Is(err, switchboard.ErrNotFound) {
+			// Deleted since it was listed (a registration that failed, a
+			// delete through another replica).
+			s.release(context.WithoutCancel(ctx), t.row.ID)
+		} else if s.takeOver(ctx, t.row, t.p) {
+			changed[t.row.ProjectID] = true
+		}
+		s.unreserve(t.row.ProjectID, t.p.reg.Name)
+	}
+}
+
+// takeItem is a row whose lease reconcileRows took, to take over.
+type takeItem struct {
+	row switchboard.Workspace
+	p   plan
+}
+
+// reconcileRows is reconcile's pass over the rows, under regMu: it
+// follows changes and returns the rows whose lease it took.
+func (s *Service) reconcileRows(ctx context.Context, changed map[string]bool) []takeItem {
+	var take []takeItem
+	r := s.opts.Replication
+	me := r.Holder()
+	// Deletions and servers-file changes of this replica hold regMu from
+	// the row's write to its supervisor's, and a registration reserves
+	// its name for as long: a row seen here is either theirs, done, or
+	// not begun.
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	s.mu.Lock()
@@ -168,12 +194,12 @@ func (s *Service) reconcile(ctx context.Context) {
 	rows, err := s.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
 	if err != nil {
 		s.log.Debug("listing hosted servers", "err", err)
-		return
+		return nil
 	}
 	leases, err := r.Leases.ListLeases(ctx, leasePrefix)
 	if err != nil {
 		s.log.Debug("listing hosted servers' leases", "err", err)
-		return
+		return nil
 	}
 	holders := map[string]string{}
 	for _, l := range leases {
@@ -198,10 +224,13 @@ func (s *Service) reconcile(ctx context.Context) {
 		}
 		key := regKey(p)
 		s.mu.Lock()
-		sup, closed := s.sups[row.ID], s.closed
+		sup, closed, registering := s.sups[row.ID], s.closed, s.registering[regName{row.ProjectID, p.reg.Name}]
 		s.mu.Unlock()
 		if closed {
-			return
+			return take // their leases are let go by takeOver
+		}
+		if sup == nil && registering {
+			continue // a registration of this replica in progress: its row
 		}
 		if sup != nil {
 			if before[row.ID] == sup && regKey(sup.plan) != key {
@@ -214,10 +243,12 @@ func (s *Service) reconcile(ctx context.Context) {
 		if holder == "" || holder == me || live[holder] == "" {
 			// Free, this replica's, or a dead process's (Claim lets it go).
 			if err := r.Claim(ctx, leasePrefix+row.ID); err == nil {
-				if s.takeOver(ctx, row, p) {
-					changed[row.ProjectID] = true
-					continue
-				}
+				// Its name is the take-over's until the supervisor is
+				// installed: no registration or servers-file entry of this
+				// replica makes a second row of it meanwhile.
+				s.reserve(row.ProjectID, p.reg.Name)
+				take = append(take, takeItem{row, p})
+				continue
 			}
 			holder = ""
 		}
@@ -258,6 +289,32 @@ func (s *Service) reconcile(ctx context.Context) {
 		s.release(context.WithoutCancel(ctx), sup.id)
 		s.log.Info("hosted server deleted through another replica; its container and volumes are removed", "project", sup.project, "server", sup.plan.reg.Name)
 	}
+	return take
+}
+
+// regName is a project's server name.
+type regName struct{ project, name string }
+
+// reserve marks name as a registration's or a take-over's in progress;
+// unreserve ends it.
+func (s *Service) reserve(project, name string) {
+	s.mu.Lock()
+	s.registering[regName{project, name}] = true
+	s.mu.Unlock()
+}
+
+func (s *Service) unreserve(project, name string) {
+	s.mu.Lock()
+	delete(s.registering, regName{project, name})
+	s.mu.Unlock()
+}
+
+// reserved reports whether a registration or take-over of name is in
+// progress.
+func (s *Service) reserved(project, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registering[regName{project, name}]
 }
 
 // takeOver starts the container of a row whose lease this replica just
