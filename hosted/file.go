@@ -53,7 +53,7 @@ func (s *Service) SetFile(ctx context.Context, project string, regs []switchboar
 		case old != nil && old.plan.reg.Origin != "file":
 			errs = append(errs, switchboard.Errorf(switchboard.ErrConflict, "servers file: hosted server %q is already registered through the API; rename one", p.reg.Name))
 			continue
-		case old == nil && s.opts.NameTaken(ctx, project, p.reg.Name):
+		case old == nil && (s.reserved(project, p.reg.Name) || s.opts.NameTaken(ctx, project, p.reg.Name)):
 			errs = append(errs, switchboard.Errorf(switchboard.ErrConflict, "servers file: the name %q of a hosted server is taken by another server", p.reg.Name))
 			continue
 		case old != nil:

@@ -1,21 +1,18 @@
 package hosted
 
 import (
-	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
+	"github.com/switchboard-mcp/switchboard/replicas"
 )
 
 // Replicas sharing one store share its hosted servers: each row has one
@@ -31,31 +28,8 @@ import (
 // owner, which waits for the lease to expire, never runs a second copy.
 
 // Replication makes a Service share its rows with the replicas on the
-// same store.
-type Replication struct {
-	Leases switchboard.LeaseStore
-	// Owner is this process's owner id (lease.Process.ID); a row's lease
-	// is held by "<owner id> <URL>".
-	Owner string
-	// URL is the base URL other replicas reach this one's internal
-	// endpoint at (MCP_SERVER_REPLICA_URL).
-	URL string
-	// Self is the base URL of this replica's own listener: a server
-	// another replica owns is, for this replica's manager, a
-	// streamable-HTTP upstream at Self's internal endpoint, which hands
-	// each message to whichever replica owns the row then.
-	Self string
-	// Token authenticates replicas to each other (ReplicaTokenHeader).
-	Token string
-	// TTL of a row's lease; Tick is the reconcile period.
-	TTL  time.Duration
-	Tick time.Duration
-	// Alive reports whether an owner id is a live gateway process (a
-	// lease held by a dead one on this host is taken over at once).
-	Alive func(ctx context.Context, owner string) (bool, error)
-	// Client sends the hops to owners; nil is a client of its own.
-	Client *http.Client
-}
+// same store (replicas.Replication, one for the whole gateway).
+type Replication = replicas.Replication
 
 // InternalPrefix is the path of the inter-replica endpoint of hosted
 // servers: POST {prefix}{row id}/mcp relays one JSON-RPC message to the
@@ -69,8 +43,6 @@ const (
 	// forwarding again, and the sender resolves anew.
 	forwardedHeader = "X-Switchboard-Forwarded"
 	maxRelayBody    = 16 << 20
-	// defaultHop bounds a hop that carries no deadline.
-	defaultHop = 30 * time.Second
 )
 
 // remoteRow is a row another replica owns (or no replica, during a
@@ -88,49 +60,6 @@ func regKey(p plan) string {
 	return string(b)
 }
 
-// Holder is this replica's lease holder string, "<owner id> <URL>".
-func (r *Replication) Holder() string { return r.Owner + " " + r.URL }
-
-// SplitHolder returns the owner id and the URL of a lease holder string.
-func SplitHolder(holder string) (owner, url string) {
-	owner, url, _ = strings.Cut(holder, " ")
-	return owner, url
-}
-
-// ErrNotDelivered: the replica a hop was sent to refused the connection
-// (it is stopping, or gone); nothing ran there.
-var ErrNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "the replica it was handed to is stopping")
-
-// Post sends one hop to another replica: body to url with hdr, the
-// replicas' token and the time left of ctx's deadline, cancelled with
-// ctx. A refused connection is ErrNotDelivered.
-func (r *Replication) Post(ctx context.Context, url string, body []byte, hdr http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	req.Header.Set(switchboard.ReplicaTokenHeader, r.Token)
-	if ms, ok := switchboard.DeadlineLeft(ctx); ok {
-		req.Header.Set(switchboard.DeadlineHeader, ms)
-	}
-	resp, err := r.client().Do(req)
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return nil, ErrNotDelivered
-	}
-	return resp, err
-}
-
-func (r *Replication) client() *http.Client {
-	if r.Client != nil {
-		return r.Client
-	}
-	return http.DefaultClient
-}
-
 // replicated reports whether rows are shared through leases.
 func (s *Service) replicated() bool { return s.opts.Replication != nil }
 
@@ -141,13 +70,9 @@ func (s *Service) claim(ctx context.Context, rowID string) {
 	if r == nil {
 		return
 	}
-	if _, err := r.Leases.AcquireLease(ctx, leasePrefix+rowID, r.Holder(), r.TTL); err != nil {
+	if err := r.Claim(ctx, leasePrefix+rowID); err != nil {
 		s.log.Warn("taking the lease of a new hosted server", "hosted_id", rowID, "err", err)
-		return
 	}
-	s.mu.Lock()
-	s.renewed[rowID] = time.Now()
-	s.mu.Unlock()
 }
 
 // startReplicas reconciles once, then runs two loops until Close, each
@@ -197,49 +122,67 @@ func (s *Service) changedProject(project string) uint64 {
 	return gen
 }
 
-// renew renews the lease of every row this replica runs; a lease taken
-// by another, or not renewed for half its time to live, stops the row's
+// renew renews the lease of every row this replica runs; a lease it can
+// no longer prove it holds (replicas.Replication.Renew) stops the row's
 // container (in the background: the other renewals go on).
 func (s *Service) renew(ctx context.Context) {
-	r := s.opts.Replication
-	me := r.Holder()
 	s.mu.Lock()
 	owned := make(map[string]*supervisor, len(s.sups))
+	names := make([]string, 0, len(s.sups))
 	for id, sup := range s.sups {
-		owned[id] = sup
+		owned[leasePrefix+id] = sup
+		names = append(names, leasePrefix+id)
 	}
 	s.mu.Unlock()
-	for id, sup := range owned {
-		_, err := r.Leases.AcquireLease(ctx, leasePrefix+id, me, r.TTL)
-		s.mu.Lock()
-		if err == nil {
-			s.renewed[id] = time.Now()
-			s.mu.Unlock()
-			continue
-		}
-		late := time.Since(s.renewed[id]) > r.TTL/2
-		s.mu.Unlock()
-		if errors.Is(err, switchboard.ErrConflict) || late {
-			s.loopWG.Go(func() { s.fence(sup, err) })
-		} else {
-			s.log.Warn("renewing a hosted server's lease failed; retried next tick", "hosted_id", id, "err", err)
-		}
+	lost, failed := s.opts.Replication.Renew(ctx, names)
+	for name, err := range lost {
+		sup := owned[name]
+		s.loopWG.Go(func() { s.fence(sup, err) })
+	}
+	for name, err := range failed {
+		s.log.Warn("renewing a hosted server's lease failed; retried next tick", "hosted_id", strings.TrimPrefix(name, leasePrefix), "err", err)
 	}
 }
 
 // reconcile is one pass of the reconciler: take over, follow changes.
 func (s *Service) reconcile(ctx context.Context) {
-	r := s.opts.Replication
-	me := r.Holder()
 	changed := map[string]bool{}
 	defer func() {
 		for p := range changed {
 			s.changedProject(p)
 		}
 	}()
-	// Registrations, deletions and servers-file changes of this replica
-	// hold regMu from the row's write to its supervisor's: a row seen
-	// here is either theirs, done, or not begun.
+	take := s.reconcileRows(ctx, changed)
+	// The take-overs' engine work is done without regMu: registrations
+	// and deletions of this replica do not wait for it, nor it for them.
+	for _, t := range take {
+		if _, err := s.st.GetWorkspace(ctx, t.row.ID); errors.Is(err, switchboard.ErrNotFound) {
+			// Deleted since it was listed (a registration that failed, a
+			// delete through another replica).
+			s.release(context.WithoutCancel(ctx), t.row.ID)
+		} else if s.takeOver(ctx, t.row, t.p) {
+			changed[t.row.ProjectID] = true
+		}
+		s.unreserve(t.row.ProjectID, t.p.reg.Name)
+	}
+}
+
+// takeItem is a row whose lease reconcileRows took, to take over.
+type takeItem struct {
+	row switchboard.Workspace
+	p   plan
+}
+
+// reconcileRows is reconcile's pass over the rows, under regMu: it
+// follows changes and returns the rows whose lease it took.
+func (s *Service) reconcileRows(ctx context.Context, changed map[string]bool) []takeItem {
+	var take []takeItem
+	r := s.opts.Replication
+	me := r.Holder()
+	// Deletions and servers-file changes of this replica hold regMu from
+	// the row's write to its supervisor's, and a registration reserves
+	// its name for as long: a row seen here is either theirs, done, or
+	// not begun.
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	s.mu.Lock()
@@ -251,16 +194,20 @@ func (s *Service) reconcile(ctx context.Context) {
 	rows, err := s.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ContainerType: switchboard.ContainerMCPServer})
 	if err != nil {
 		s.log.Debug("listing hosted servers", "err", err)
-		return
+		return nil
 	}
 	leases, err := r.Leases.ListLeases(ctx, leasePrefix)
 	if err != nil {
 		s.log.Debug("listing hosted servers' leases", "err", err)
-		return
+		return nil
 	}
 	holders := map[string]string{}
 	for _, l := range leases {
 		holders[strings.TrimPrefix(l.Name, leasePrefix)] = l.Holder
+	}
+	live := map[string]string{} // holder -> URL, for live replicas other than this one
+	for name, u := range r.HolderURLs(ctx, leasePrefix) {
+		live[holders[strings.TrimPrefix(name, leasePrefix)]] = u
 	}
 	s.mu.Lock()
 	remoteBefore := make(map[string]bool, len(s.remote))
@@ -277,10 +224,13 @@ func (s *Service) reconcile(ctx context.Context) {
 		}
 		key := regKey(p)
 		s.mu.Lock()
-		sup, closed := s.sups[row.ID], s.closed
+		sup, closed, registering := s.sups[row.ID], s.closed, s.registering[regName{row.ProjectID, p.reg.Name}]
 		s.mu.Unlock()
 		if closed {
-			return
+			return take // their leases are let go by takeOver
+		}
+		if sup == nil && registering {
+			continue // a registration of this replica in progress: its row
 		}
 		if sup != nil {
 			if before[row.ID] == sup && regKey(sup.plan) != key {
@@ -290,20 +240,15 @@ func (s *Service) reconcile(ctx context.Context) {
 			continue
 		}
 		holder := holders[row.ID]
-		if holder != "" && holder != me {
-			owner, _ := SplitHolder(holder)
-			if alive, err := r.Alive(ctx, owner); err == nil && !alive {
-				if err := r.Leases.ReleaseLease(ctx, leasePrefix+row.ID, holder); err == nil {
-					holder = ""
-				}
-			}
-		}
-		if holder == "" || holder == me {
-			if _, err := r.Leases.AcquireLease(ctx, leasePrefix+row.ID, me, r.TTL); err == nil {
-				if s.takeOver(ctx, row, p) {
-					changed[row.ProjectID] = true
-					continue
-				}
+		if holder == "" || holder == me || live[holder] == "" {
+			// Free, this replica's, or a dead process's (Claim lets it go).
+			if err := r.Claim(ctx, leasePrefix+row.ID); err == nil {
+				// Its name is the take-over's until the supervisor is
+				// installed: no registration or servers-file entry of this
+				// replica makes a second row of it meanwhile.
+				s.reserve(row.ProjectID, p.reg.Name)
+				take = append(take, takeItem{row, p})
+				continue
 			}
 			holder = ""
 		}
@@ -344,6 +289,32 @@ func (s *Service) reconcile(ctx context.Context) {
 		s.release(context.WithoutCancel(ctx), sup.id)
 		s.log.Info("hosted server deleted through another replica; its container and volumes are removed", "project", sup.project, "server", sup.plan.reg.Name)
 	}
+	return take
+}
+
+// regName is a project's server name.
+type regName struct{ project, name string }
+
+// reserve marks name as a registration's or a take-over's in progress;
+// unreserve ends it.
+func (s *Service) reserve(project, name string) {
+	s.mu.Lock()
+	s.registering[regName{project, name}] = true
+	s.mu.Unlock()
+}
+
+func (s *Service) unreserve(project, name string) {
+	s.mu.Lock()
+	delete(s.registering, regName{project, name})
+	s.mu.Unlock()
+}
+
+// reserved reports whether a registration or take-over of name is in
+// progress.
+func (s *Service) reserved(project, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registering[regName{project, name}]
 }
 
 // takeOver starts the container of a row whose lease this replica just
@@ -367,7 +338,6 @@ func (s *Service) takeOver(ctx context.Context, row switchboard.Workspace, p pla
 		return false
 	}
 	s.mu.Lock()
-	s.renewed[row.ID] = time.Now()
 	delete(s.remote, row.ID)
 	s.mu.Unlock()
 	s.log.Info("hosted server taken over: this replica runs it now", "project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID)
@@ -419,12 +389,9 @@ func (s *Service) release(ctx context.Context, rowID string) {
 	if r == nil {
 		return
 	}
-	if err := r.Leases.ReleaseLease(ctx, leasePrefix+rowID, r.Holder()); err != nil {
+	if err := r.Release(ctx, leasePrefix+rowID); err != nil {
 		s.log.Warn("releasing a hosted server's lease; it expires by itself", "hosted_id", rowID, "err", err)
 	}
-	s.mu.Lock()
-	delete(s.renewed, rowID)
-	s.mu.Unlock()
 }
 
 // remoteSpec is the spec of a row another replica owns: a
@@ -471,21 +438,10 @@ func (s *Service) ownStatus(st switchboard.HostedStatus) switchboard.HostedStatu
 	return st
 }
 
-// ownerURL is the base URL of the replica holding row's lease now; "" when
-// none does or this one does.
+// ownerURL is the base URL of the live replica holding row's lease now;
+// "" when none does or this one does.
 func (s *Service) ownerURL(ctx context.Context, rowID string) string {
-	r := s.opts.Replication
-	list, err := r.Leases.ListLeases(ctx, leasePrefix+rowID)
-	if err != nil {
-		return ""
-	}
-	for _, l := range list {
-		if l.Name == leasePrefix+rowID && l.Holder != r.Holder() {
-			_, u := SplitHolder(l.Holder)
-			return u
-		}
-	}
-	return ""
+	return s.opts.Replication.HolderURL(ctx, leasePrefix+rowID)
 }
 
 // forward sends one request to the owner of rowID at path (under
@@ -515,7 +471,7 @@ func (s *Service) forward(ctx context.Context, rowID, path string, body []byte, 
 				_ = resp.Body.Close() // no longer the owner: resolve again
 			case err == nil:
 				return resp, true, nil
-			case errors.Is(err, ErrNotDelivered):
+			case errors.Is(err, replicas.ErrNotDelivered):
 				// The owner is gone (drained or killed): nothing was sent;
 				// wait for the next owner.
 			default:
@@ -546,37 +502,13 @@ func (s *Service) Internal() http.Handler {
 	if s.opts.Replication != nil {
 		token = s.opts.Replication.Token
 	}
-	return ReplicaOnly(token, mux)
-}
-
-// ReplicaOnly serves h to requests carrying token in ReplicaTokenHeader
-// (compared in constant time) and 401 to any other; an empty token
-// refuses everything.
-func ReplicaOnly(token string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get(switchboard.ReplicaTokenHeader)
-		if token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// HopContext bounds a request from another replica by the deadline it
-// carries (DeadlineHeader), or 30 s when it carries none.
-func HopContext(r *http.Request) (context.Context, context.CancelFunc) {
-	d := defaultHop
-	if ms, err := strconv.ParseInt(r.Header.Get(switchboard.DeadlineHeader), 10, 64); err == nil && ms > 0 {
-		d = time.Duration(ms) * time.Millisecond
-	}
-	return context.WithTimeout(r.Context(), d)
+	return replicas.ReplicaOnly(token, mux)
 }
 
 // serveMCP relays one JSON-RPC message: into the local connection to the
 // container when this replica owns the row, else to the owner.
 func (s *Service) serveMCP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := HopContext(r)
+	ctx, cancel := replicas.HopContext(r)
 	defer cancel()
 	id := r.PathValue("id")
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRelayBody+1))
@@ -756,7 +688,7 @@ func writeRPCError(w http.ResponseWriter, body []byte, err error) {
 
 // serveOp runs restart or delete on the row this replica owns.
 func (s *Service) serveOp(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := HopContext(r)
+	ctx, cancel := replicas.HopContext(r)
 	defer cancel()
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -797,7 +729,7 @@ func (s *Service) remoteOp(ctx context.Context, rem *remoteRow, op string, query
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timing.StopTimeout+defaultHop)
+		ctx, cancel = context.WithTimeout(ctx, s.timing.StopTimeout+replicas.DefaultHop)
 		defer cancel()
 	}
 	resp, remote, err := s.forward(ctx, rem.id, path, nil, nil)

@@ -107,10 +107,11 @@ type Service struct {
 	sups   map[string]*supervisor   // by row ID
 	gone   map[string]chan struct{} // projects whose servers are being removed
 	closed bool
-	// remote holds the rows another replica owns, renewed the last
-	// successful renewal of each owned row's lease (replicas.go).
-	remote  map[string]*remoteRow
-	renewed map[string]time.Time
+	// remote holds the rows another replica owns (replicas.go).
+	remote map[string]*remoteRow
+	// registering holds the names of registrations and take-overs in
+	// progress (Register, reconcile).
+	registering map[regName]bool
 	// chGen counts the hub's changes; applied holds each project's last
 	// one applied, need the change each taken-over row waits for.
 	chGen   uint64
@@ -188,7 +189,7 @@ func New(opts Options) *Service {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{opts: opts, eng: opts.Engine, st: opts.Store, log: opts.Logger, timing: t,
-		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, remote: map[string]*remoteRow{}, renewed: map[string]time.Time{}, applied: map[string]uint64{}, need: map[string]uint64{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
+		sups: map[string]*supervisor{}, gone: map[string]chan struct{}{}, remote: map[string]*remoteRow{}, registering: map[regName]bool{}, applied: map[string]uint64{}, need: map[string]uint64{}, dirty: map[*supervisor]struct{}{}, persistCh: make(chan struct{}, 1), flushed: make(chan struct{}), ctx: ctx, cancel: cancel}
 	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
 	return s
 }
@@ -325,11 +326,18 @@ func (s *Service) Register(ctx context.Context, project string, reg switchboard.
 	if _, err := s.st.GetProject(ctx, project); err != nil {
 		return switchboard.HostedStatus{}, err
 	}
+	// The name is this registration's from here until it ends, without
+	// regMu held across the engine's work below: the reconciler, which
+	// leaves a reserved name's row alone, takes over dead replicas'
+	// servers meanwhile.
 	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	if s.byName(project, p.reg.Name) != nil || s.remoteRef(project, p.reg.Name) != nil || s.opts.NameTaken(ctx, project, p.reg.Name) {
+	if s.byName(project, p.reg.Name) != nil || s.remoteRef(project, p.reg.Name) != nil || s.reserved(project, p.reg.Name) || s.opts.NameTaken(ctx, project, p.reg.Name) {
+		s.regMu.Unlock()
 		return switchboard.HostedStatus{}, switchboard.Errorf(switchboard.ErrConflict, "project %q already has a server named %q; pick another name", project, p.reg.Name)
 	}
+	s.reserve(project, p.reg.Name)
+	s.regMu.Unlock()
+	defer s.unreserve(project, p.reg.Name)
 	if err := s.checkSecrets(ctx, project, p); err != nil {
 		return switchboard.HostedStatus{}, err
 	}

@@ -55,6 +55,22 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 	return notFound
 }
 
+// Fence stops project's session id on this gateway, which can no longer
+// prove it holds the session's lease (another replica took it, or the
+// store did not renew it in time): its container is removed, running
+// executions end with it, and calls naming it are this gateway's no
+// more. Its workspace row is left as it is, for the lease's next holder
+// to resume the session on (a row that still says running is resumable).
+// Errors: ErrNotFound (not a session of this gateway), the engine's
+// (the session is kept; the caller tries again).
+func (s *Service) Fence(ctx context.Context, project, id string) error {
+	x, err := s.lookup(project, id)
+	if err != nil {
+		return err
+	}
+	return s.stop(ctx, x, stopFenced)
+}
+
 // SessionOf is the sandbox session workspace row w names (its running
 // session, or the last one), "" when none.
 func SessionOf(w switchboard.Workspace) string {

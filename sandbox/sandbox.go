@@ -675,6 +675,10 @@ func orDefault(s, d string) string {
 // stopShutdown is why the sessions of a gateway shutting down stop.
 const stopShutdown = "gateway shutdown"
 
+// stopFenced is why a session whose lease this replica lost stops: its
+// workspace row is its next holder's, so the stop leaves it as it is.
+const stopFenced = "lease lost"
+
 // stop removes x's container and forgets x; its workspace stays.
 func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	x.mu.Lock()
@@ -702,7 +706,9 @@ func (s *Service) stop(ctx context.Context, x *session, why string) error {
 	s.mu.Lock()
 	delete(s.sessions, x.id)
 	s.mu.Unlock()
-	s.touchWorkspace(x, WorkspaceReady, nil)
+	if why != stopFenced {
+		s.touchWorkspace(x, WorkspaceReady, nil)
+	}
 	s.log.Info("sandbox: session stopped", "project", x.project, "sandbox_session", x.id, "reason", why)
 	s.refillProject(x.project) // room under the cap it held back
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/lease"
 	"github.com/switchboard-mcp/switchboard/metrics"
 	"github.com/switchboard-mcp/switchboard/projects"
+	"github.com/switchboard-mcp/switchboard/sandbox"
 	"github.com/switchboard-mcp/switchboard/secrets"
 	"github.com/switchboard-mcp/switchboard/server"
 	"github.com/switchboard-mcp/switchboard/server/api"
@@ -180,12 +181,12 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	sbox := startSandbox(ctx, cfg, st, eng, proc.Alive, log)
 	// The sessions' leases (set once the replica's URL is known) go after
 	// the sessions ended.
-	var homes *sandboxHomes
+	var homes *sandbox.Homes
 	undo.push("sandbox session leases", func(ctx context.Context) error {
 		if homes == nil {
 			return nil
 		}
-		return homes.close(ctx)
+		return homes.Close(ctx)
 	})
 	undo.push("sandbox sessions", sbox.close) // containers removed; workspaces kept
 	// A fresh hop id per process: a request that comes back carrying it
@@ -202,9 +203,9 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	}
 	undo.push("catalog containers", cat.Close) // the sessions they served ended with the hub
 	repl := replication(cfg, st, proc, key, ln.Addr().String())
-	homes = &sandboxHomes{svc: sbox.svc, eng: eng, st: st, repl: repl, log: log, held: map[string]bool{}}
-	homes.start()
-	sbox.homes = homes
+	homes = sandbox.NewHomes(sbox.svc, repl)
+	homes.Start()
+	sbox.setHomes(homes)
 	hr := newHosted(ctx, cfg, log, st, eng, box, repl, func() *projects.Hub { return hub })
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)
@@ -284,7 +285,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	// Replicas' calls to each other, on the same listener.
 	mux := http.NewServeMux()
 	mux.Handle(hosted.InternalPrefix, hr.svc.Internal())
-	mux.Handle(sandboxCallPath, hosted.ReplicaOnly(repl.Token, http.HandlerFunc(homes.serve)))
+	mux.Handle(sandbox.CallPath, homes.Handler())
 	mux.Handle("/", root)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -42,8 +42,8 @@ type sandboxRuntime struct {
 	}
 
 	// homes shares sessions with the replicas on the same store; nil
-	// until run sets it (before the hub starts).
-	homes *sandboxHomes
+	// until run sets it (setHomes, before the hub starts).
+	homes *sandbox.Homes
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -215,10 +215,20 @@ func (r *sandboxRuntime) builtins(project string) map[string]upstreams.Builtin {
 	if !r.enabled(project) {
 		return nil
 	}
-	if r.homes != nil {
-		return map[string]upstreams.Builtin{sandboxServer: replicaTools{inner: r.svc.Tools(project), homes: r.homes, project: project}}
+	return map[string]upstreams.Builtin{sandboxServer: r.tools(project)}
+}
+
+// tools is project's sandbox builtin, the one way it is made: whether
+// the hub builds the project (builtins) or a switch is applied while it
+// runs (apply), calls naming a session another replica runs reach it.
+func (r *sandboxRuntime) tools(project string) upstreams.Builtin {
+	r.mu.Lock()
+	homes := r.homes
+	r.mu.Unlock()
+	if homes != nil {
+		return homes.Tools(project)
 	}
-	return map[string]upstreams.Builtin{sandboxServer: r.svc.Tools(project)}
+	return r.svc.Tools(project)
 }
 
 // SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
@@ -278,11 +288,17 @@ func (r *sandboxRuntime) apply(project string, on bool) {
 		return
 	}
 	if on {
-		hub.SetBuiltin(project, sandboxServer, r.svc.Tools(project))
+		hub.SetBuiltin(project, sandboxServer, r.tools(project))
 	} else {
 		hub.SetBuiltin(project, sandboxServer, nil)
 		r.svc.Drain(project) // its warm containers serve nobody now
 	}
+}
+
+func (r *sandboxRuntime) setHomes(h *sandbox.Homes) {
+	r.mu.Lock()
+	r.homes = h
+	r.mu.Unlock()
 }
 
 func (r *sandboxRuntime) setHub(hub *projects.Hub) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -96,4 +97,45 @@ func TestSandboxSwitchReplicas(t *testing.T) {
 	eventually(t, opTimeout, func() (bool, string) {
 		return has(toolNames(t, cs), "execute_command") && switchOf(b, "shared"), "B does not serve the sandbox tools switched on again on A"
 	})
+}
+
+// TestSandboxSwitchKeepsReplicaRouting: a project's sandbox switch turned
+// off and on while both replicas run (A applies it at once through its
+// API, B through its store sync) leaves every replica's sandbox tools
+// routing a call that names another replica's session to that replica:
+// the file the session wrote is read back through the other one.
+func TestSandboxSwitchKeepsReplicaRouting(t *testing.T) {
+	env, _ := ownedGatewayEnv(t, testInstance("sbx-switch-repl"), map[string]string{
+		"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey, "MCP_SERVER_ADMIN_TOKEN": adminToken,
+		"MCP_SERVER_OWNER_LEASE": "3s", "MCP_SERVER_REPLICA_TICK": "200ms", "MCP_SERVER_SYNC_INTERVAL": "100ms"})
+	ga, gb := startGateway(t, nil, env), startGateway(t, nil, env)
+	a := newAPI(t, ga.url, adminToken)
+	csA, _ := openMCP(t, ga.url+"/mcp", adminToken)
+	csB, _ := openMCP(t, gb.url+"/mcp", adminToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call := func(cs *mcp.ClientSession, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_command", Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("execute_command %v: %v %+v", args, err, res)
+		}
+		return structured(t, res)
+	}
+	onA := call(csA, map[string]any{"command": "echo made on A > f.txt"})["session_id"].(string)
+	onB := call(csB, map[string]any{"command": "echo made on B > f.txt"})["session_id"].(string)
+
+	// Off, until B's sync has applied it; then on again, likewise.
+	for _, on := range []bool{false, true} {
+		a.must(http.StatusOK, "PUT", "/api/v1/projects/default/sandbox", map[string]bool{"enabled": on}, nil)
+		eventually(t, opTimeout, func() (bool, string) {
+			return has(toolNames(t, csB), "execute_command") == on, "B has not applied the switch"
+		})
+	}
+	if got := call(csA, map[string]any{"command": "cat f.txt", "session_id": onB})["stdout"]; got != "made on B\n" {
+		t.Errorf("B's session through A after A applied the switch: stdout %q, want B's file", got)
+	}
+	if got := call(csB, map[string]any{"command": "cat f.txt", "session_id": onA})["stdout"]; got != "made on A\n" {
+		t.Errorf("A's session through B after B's sync applied the switch: stdout %q, want A's file", got)
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"context"
@@ -13,189 +13,204 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
-	"github.com/switchboard-mcp/switchboard/hosted"
-	"github.com/switchboard-mcp/switchboard/sandbox"
-	"github.com/switchboard-mcp/switchboard/upstreams"
+	"github.com/switchboard-mcp/switchboard/replicas"
 )
 
-// Sandbox sessions across replicas (issue 27): a session lives in the
-// replica that made it (its home), which holds the lease
-// "sandbox/<project>/<session id>" while the session runs. A call naming
-// a session this replica does not run goes to the home's internal
-// endpoint (/internal/v1/sandbox/call, the replicas' token, the call's
-// deadline); get_sessions lists the project's sessions of every live
-// replica, and stop_session stops one wherever it runs. The home's own
-// rules apply there unchanged (the caller's MCP session id travels as
-// the actor), so a workspace held by one agent session is refused to
-// others whichever replica they call.
+// Sandbox sessions across replicas: a session lives in the replica that
+// made it (its home), which holds the lease "sandbox/<project>/<session
+// id>" (replicas.Replication) while the session runs, and stops it
+// (Fence) once it can no longer prove it does. A call naming a session
+// this replica does not run goes to the home's internal endpoint
+// (CallPath, the replicas' token, the call's deadline); get_sessions
+// lists the project's sessions of every live replica, and stop_session
+// stops one wherever it runs. The home's own rules apply there unchanged
+// (the caller's MCP session id travels as the actor), so a workspace held
+// by one agent session is refused to others whichever replica they call.
+// A session whose home ended goes on in the first replica a call naming
+// it reaches (Resume).
+
+// CallPath is the inter-replica endpoint of sandbox calls (Homes.Handler).
+const CallPath = "/internal/v1/sandbox/call"
 
 const (
-	sandboxLeasePrefix = "sandbox/"
-	sandboxCallPath    = "/internal/v1/sandbox/call"
+	sessionLeasePrefix = "sandbox/"
 	// handOverWait bounds how long a call waits for a session's home
 	// that no longer answers to let it go.
 	handOverWait = 30 * time.Second
 )
 
-// sandboxHomes keeps this replica's sessions' leases and hands calls for
-// other replicas' sessions to their homes.
-type sandboxHomes struct {
-	svc  *sandbox.Service
-	eng  *engine.Engine
-	st   switchboard.WorkspaceStore
-	repl *hosted.Replication // the leases, this replica's holder, token, TTL and tick
+// Homes shares a Service's sessions with the replicas on the same store:
+// it keeps the leases of the sessions this replica runs, fences those it
+// loses, and hands calls for other replicas' sessions to their homes.
+type Homes struct {
+	svc  *Service
+	repl *replicas.Replication
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	held map[string]bool // lease names this replica holds
+	mu       sync.Mutex
+	held     map[string]bool // lease names of the sessions renewed last
+	claiming map[string]int  // lease names claimed for a session not yet running
+	fencing  map[string]bool // lease names lost whose sessions are stopping
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// NewHomes shares svc's sessions through repl; it starts nothing (Start).
+func NewHomes(svc *Service, repl *replicas.Replication) *Homes {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Homes{svc: svc, repl: repl, log: svc.log, held: map[string]bool{}, claiming: map[string]int{}, fencing: map[string]bool{}, ctx: ctx, cancel: cancel}
 }
 
 // errNotDelivered: the home's listener refused the connection (it is
 // stopping, or gone); nothing ran.
 var errNotDelivered = switchboard.Errorf(switchboard.ErrUnavailable, "sandbox: the replica running this session is stopping")
 
-func sessionLease(project, id string) string { return sandboxLeasePrefix + project + "/" + id }
+func sessionLease(project, id string) string { return sessionLeasePrefix + project + "/" + id }
 
-// start renews the leases of this replica's sessions every tick (and
-// lets go of those of ended sessions) until close.
-func (h *sandboxHomes) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
+// Start renews the leases of this replica's sessions every tick (letting
+// go of those of ended sessions, fencing those lost) until Close.
+func (h *Homes) Start() {
 	h.wg.Go(func() {
 		t := time.NewTicker(h.repl.Tick)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-h.ctx.Done():
 				return
 			case <-t.C:
 			}
-			c, cancel := context.WithTimeout(ctx, h.repl.TTL/3)
+			c, cancel := context.WithTimeout(h.ctx, h.repl.TTL/3)
 			h.renew(c)
 			cancel()
 		}
 	})
 }
 
-func (h *sandboxHomes) renew(ctx context.Context) {
+// renew is one pass of Start's loop.
+func (h *Homes) renew(ctx context.Context) {
 	now := map[string]bool{}
+	byName := map[string]switchboard.SandboxSession{}
+	var names []string
 	for _, x := range h.svc.Sessions("") {
 		name := sessionLease(x.Project, x.SessionID)
-		now[name] = true
-		if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err != nil {
-			h.log.Debug("sandbox: renewing a session's lease", "sandbox_session", x.SessionID, "err", err)
+		now[name], byName[name] = true, x
+		names = append(names, name)
+	}
+	lost, failed := h.repl.Renew(ctx, names)
+	for name, err := range lost {
+		x := byName[name]
+		h.mu.Lock()
+		again := h.fencing[name]
+		h.fencing[name] = true
+		h.mu.Unlock()
+		if again {
+			continue
 		}
+		h.log.Error("sandbox: session's lease lost or not renewed in time; stopping it so no second copy runs", "project", x.Project, "sandbox_session", x.SessionID, "err", err)
+		// In the background: the other renewals go on.
+		h.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 30*time.Second)
+			defer cancel()
+			err := h.svc.Fence(ctx, x.Project, x.SessionID)
+			if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+				h.log.Warn("sandbox: stopping a session whose lease was lost failed; retried next tick", "sandbox_session", x.SessionID, "err", switchboard.Message(err))
+			}
+			h.mu.Lock()
+			delete(h.fencing, name)
+			h.mu.Unlock()
+		})
+	}
+	for name, err := range failed {
+		h.log.Debug("sandbox: renewing a session's lease failed; retried next tick", "sandbox_session", byName[name].SessionID, "err", err)
 	}
 	h.mu.Lock()
 	var gone []string
 	for name := range h.held {
-		if !now[name] {
+		if !now[name] && h.claiming[name] == 0 {
 			gone = append(gone, name)
 		}
+	}
+	for name := range h.claiming {
+		now[name] = true
 	}
 	h.held = now
 	h.mu.Unlock()
 	for _, name := range gone {
-		_ = h.repl.Leases.ReleaseLease(ctx, name, h.repl.Holder())
+		_ = h.repl.Release(ctx, name)
 	}
 }
 
 // claim takes a new session's lease at once (not at the next tick).
-func (h *sandboxHomes) claim(ctx context.Context, project, id string) {
+func (h *Homes) claim(ctx context.Context, project, id string) {
 	name := sessionLease(project, id)
-	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err == nil {
+	if err := h.repl.Claim(ctx, name); err == nil {
 		h.mu.Lock()
 		h.held[name] = true
 		h.mu.Unlock()
 	}
 }
 
-// close stops renewing and releases every lease (the sessions ended with
-// the sandbox service, which closes first).
-func (h *sandboxHomes) close(ctx context.Context) error {
-	if h.cancel != nil {
-		h.cancel()
-	}
+// Close stops renewing and releases every lease (the sessions end with
+// the Service, which closes first).
+func (h *Homes) Close(ctx context.Context) error {
+	h.cancel()
 	h.wg.Wait()
 	h.mu.Lock()
 	held := h.held
 	h.held = map[string]bool{}
 	h.mu.Unlock()
 	for name := range held {
-		_ = h.repl.Leases.ReleaseLease(ctx, name, h.repl.Holder())
+		_ = h.repl.Release(ctx, name)
 	}
 	return nil
 }
 
 // home is the base URL of the live replica running project's session
 // id, "" when this one does or none does.
-func (h *sandboxHomes) home(ctx context.Context, project, id string) string {
-	name := sessionLease(project, id)
-	list, err := h.repl.Leases.ListLeases(ctx, name)
-	if err != nil {
-		return ""
-	}
-	for _, l := range list {
-		if l.Name != name || l.Holder == h.repl.Holder() {
-			continue
-		}
-		owner, u := hosted.SplitHolder(l.Holder)
-		if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
-			return ""
-		}
-		return u
-	}
-	return ""
+func (h *Homes) home(ctx context.Context, project, id string) string {
+	return h.repl.HolderURL(ctx, sessionLease(project, id))
 }
 
 // remote lists the homes of project's sessions other replicas run.
-func (h *sandboxHomes) remote(ctx context.Context, project string) map[string]string {
-	prefix := sandboxLeasePrefix + project + "/"
-	list, err := h.repl.Leases.ListLeases(ctx, prefix)
+func (h *Homes) remote(ctx context.Context, project string) map[string]string {
+	prefix := sessionLeasePrefix + project + "/"
 	out := map[string]string{}
-	if err != nil {
-		return out
-	}
-	for _, l := range list {
-		if l.Holder == h.repl.Holder() {
-			continue
-		}
-		owner, u := hosted.SplitHolder(l.Holder)
-		if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
-			continue
-		}
-		out[strings.TrimPrefix(l.Name, prefix)] = u
+	for name, u := range h.repl.HolderURLs(ctx, prefix) {
+		out[strings.TrimPrefix(name, prefix)] = u
 	}
 	return out
+}
+
+// takeOverer is the engine's take-over (engine.Engine.TakeOver).
+type takeOverer interface {
+	TakeOver(ctx context.Context, labels map[string]string) ([]string, error)
 }
 
 // resume takes over project's session id when its lease is free (its
 // replica died or stopped): this replica takes the lease, removes what
 // container of the session the dead replica left on a shared engine, and
-// starts the session again on its workspace (sandbox.Resume). It returns
-// the base URL of another replica that took it first, "" when this one
-// runs it now, or when no workspace names it (the call then fails as
-// for any unknown session).
-func (h *sandboxHomes) resume(ctx context.Context, project, id string) (string, error) {
+// starts the session again on its workspace (Resume). It returns the
+// base URL of another replica that took it first, "" when this one runs
+// it now, or when no workspace names it (the call then fails as for any
+// unknown session).
+func (h *Homes) resume(ctx context.Context, project, id string) (string, error) {
 	name := sessionLease(project, id)
 	if h.sessionWorkspace(ctx, project, id) == "" {
 		return "", nil
 	}
-	// A lease a dead process of this host holds is let go at once.
-	if list, err := h.repl.Leases.ListLeases(ctx, name); err == nil {
-		for _, l := range list {
-			owner, _ := hosted.SplitHolder(l.Holder)
-			if l.Name == name && l.Holder != h.repl.Holder() {
-				if alive, err := h.repl.Alive(ctx, owner); err == nil && !alive {
-					_ = h.repl.Leases.ReleaseLease(ctx, name, l.Holder)
-				}
-			}
+	h.mu.Lock()
+	h.claiming[name]++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		if h.claiming[name]--; h.claiming[name] <= 0 {
+			delete(h.claiming, name)
 		}
-	}
-	if _, err := h.repl.Leases.AcquireLease(ctx, name, h.repl.Holder(), h.repl.TTL); err != nil {
+		h.mu.Unlock()
+	}()
+	if err := h.repl.Claim(ctx, name); err != nil {
 		if errors.Is(err, switchboard.ErrConflict) {
 			return h.home(ctx, project, id), nil
 		}
@@ -204,13 +219,13 @@ func (h *sandboxHomes) resume(ctx context.Context, project, id string) (string, 
 	h.mu.Lock()
 	h.held[name] = true
 	h.mu.Unlock()
-	if h.eng != nil {
-		if _, err := h.eng.TakeOver(ctx, map[string]string{engine.LabelKind: sandbox.KindSession, engine.LabelRef: id}); err != nil {
+	if t, ok := h.svc.opts.Engine.(takeOverer); ok {
+		if _, err := t.TakeOver(ctx, map[string]string{engine.LabelKind: KindSession, engine.LabelRef: id}); err != nil {
 			h.log.Warn("sandbox: removing the container a replica that ended left", "sandbox_session", id, "err", err)
 		}
 	}
 	if err := h.svc.Resume(ctx, project, id); err != nil {
-		_ = h.repl.Leases.ReleaseLease(context.WithoutCancel(ctx), name, h.repl.Holder())
+		_ = h.repl.Release(context.WithoutCancel(ctx), name)
 		return "", err
 	}
 	return "", nil
@@ -218,16 +233,16 @@ func (h *sandboxHomes) resume(ctx context.Context, project, id string) (string, 
 
 // sessionWorkspace is the workspace whose row names session id, "" when
 // none does.
-func (h *sandboxHomes) sessionWorkspace(ctx context.Context, project, id string) string {
-	if h.st == nil {
+func (h *Homes) sessionWorkspace(ctx context.Context, project, id string) string {
+	if h.svc.opts.Store == nil {
 		return ""
 	}
-	rows, err := h.st.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerWorkspace})
+	rows, err := h.svc.opts.Store.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerWorkspace})
 	if err != nil {
 		return ""
 	}
 	for _, w := range rows {
-		if sandbox.SessionOf(w) == id {
+		if SessionOf(w) == id {
 			return w.ID
 		}
 	}
@@ -236,15 +251,15 @@ func (h *sandboxHomes) sessionWorkspace(ctx context.Context, project, id string)
 
 // sessionOn is the session the workspace row id names (its running
 // session, as the store has it), "" when none.
-func (h *sandboxHomes) sessionOn(ctx context.Context, project, id string) string {
-	if h.st == nil {
+func (h *Homes) sessionOn(ctx context.Context, project, id string) string {
+	if h.svc.opts.Store == nil {
 		return ""
 	}
-	w, err := h.st.GetWorkspace(ctx, id)
+	w, err := h.svc.opts.Store.GetWorkspace(ctx, id)
 	if err != nil || w.ProjectID != project || w.ContainerType != switchboard.ContainerWorkspace {
 		return ""
 	}
-	return sandbox.SessionOf(w)
+	return SessionOf(w)
 }
 
 // hopCall is one sandbox tool call handed to a session's home.
@@ -261,10 +276,10 @@ type hopAnswer struct {
 }
 
 // forward runs req at base (a home replica), bounded by ctx.
-func (h *sandboxHomes) forward(ctx context.Context, base string, req switchboard.CallRequest) (json.RawMessage, error) {
+func (h *Homes) forward(ctx context.Context, base string, req switchboard.CallRequest) (json.RawMessage, error) {
 	body, _ := json.Marshal(hopCall{Project: req.Project, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments})
-	resp, err := h.repl.Post(ctx, base+sandboxCallPath, body, http.Header{"Content-Type": {"application/json"}})
-	if errors.Is(err, hosted.ErrNotDelivered) {
+	resp, err := h.repl.Post(ctx, base+CallPath, body, http.Header{"Content-Type": {"application/json"}})
+	if errors.Is(err, replicas.ErrNotDelivered) {
 		return nil, errNotDelivered
 	}
 	if err != nil {
@@ -281,11 +296,16 @@ func (h *sandboxHomes) forward(ctx context.Context, base string, req switchboard
 	return ans.Result, nil
 }
 
-// serve is the home's end of the hop: the call runs here as if made on
-// this replica by the same MCP session (not logged again: the replica
-// that answered the client logs it).
-func (h *sandboxHomes) serve(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := hosted.HopContext(r)
+// Handler is the home's end of the hop, to mount at CallPath: the call
+// runs here as if made on this replica by the same MCP session (not
+// logged again: the replica that answered the client logs it). It
+// answers the replicas' token only.
+func (h *Homes) Handler() http.Handler {
+	return replicas.ReplicaOnly(h.repl.Token, http.HandlerFunc(h.serve))
+}
+
+func (h *Homes) serve(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := replicas.HopContext(r)
 	defer cancel()
 	var c hopCall
 	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&c); err != nil || c.Project == "" || c.Tool == "" {
@@ -307,11 +327,11 @@ func (h *sandboxHomes) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // endOutlived ends this replica's sessions of project that outlived it
-// (sandbox.Service.ProjectGone) when session id is one of them: deleted
-// through another replica and maybe re-created under the same id before
-// this one's sync saw it, the project must not reach them. A call naming
-// it then answers as for any unknown session.
-func (h *sandboxHomes) endOutlived(ctx context.Context, project, id string) {
+// (ProjectGone) when session id is one of them: deleted through another
+// replica and maybe re-created under the same id before this one's sync
+// saw it, the project must not reach them. A call naming it then answers
+// as for any unknown session.
+func (h *Homes) endOutlived(ctx context.Context, project, id string) {
 	if id == "" || !h.svc.Outlived(ctx, project, id) {
 		return
 	}
@@ -320,17 +340,27 @@ func (h *sandboxHomes) endOutlived(ctx context.Context, project, id string) {
 	}
 }
 
-// replicaTools is a project's sandbox tools on a replica that shares
-// sessions with the others.
-type replicaTools struct {
-	inner   upstreams.Builtin
-	homes   *sandboxHomes
+// Tools is project's sandbox tools on a replica that shares sessions
+// with the others: what Service.Tools serves, with calls naming another
+// replica's session run there.
+func (h *Homes) Tools(project string) *HomeTools {
+	return &HomeTools{inner: h.svc.Tools(project), homes: h, project: project}
+}
+
+// HomeTools is Homes.Tools: a builtin server (upstreams.Builtin).
+type HomeTools struct {
+	inner   *ProjectTools
+	homes   *Homes
 	project string
 }
 
-func (t replicaTools) Tools() []json.RawMessage { return t.inner.Tools() }
+// Tools is the sandbox's tool list.
+func (t *HomeTools) Tools() []json.RawMessage { return t.inner.Tools() }
 
-func (t replicaTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
+// CallTool runs one sandbox tool where the session it names runs.
+// Errors: ProjectTools.CallTool's, and ErrUnavailable when the session's
+// home does not answer.
+func (t *HomeTools) CallTool(ctx context.Context, req switchboard.CallRequest) (json.RawMessage, error) {
 	var args struct {
 		SessionID   string `json:"session_id"`
 		WorkspaceID string `json:"workspace_id"`
@@ -382,9 +412,9 @@ func (t replicaTools) CallTool(ctx context.Context, req switchboard.CallRequest)
 		return res, err
 	}
 	switch {
-	case req.Tool == sandbox.ToolGetSessions && args.SessionID == "":
+	case req.Tool == ToolGetSessions && args.SessionID == "":
 		return t.allSessions(ctx, req, res), nil
-	case req.Tool == sandbox.ToolExecuteCode || req.Tool == sandbox.ToolExecuteCommand:
+	case req.Tool == ToolExecuteCode || req.Tool == ToolExecuteCommand:
 		var out struct {
 			StructuredContent struct {
 				SessionID string `json:"session_id"`
@@ -399,18 +429,14 @@ func (t replicaTools) CallTool(ctx context.Context, req switchboard.CallRequest)
 }
 
 // local reports whether this replica runs the project's session id.
-func (t replicaTools) local(id string) bool {
-	for _, x := range t.homes.svc.Sessions(t.project) {
-		if x.SessionID == id {
-			return true
-		}
-	}
-	return false
+func (t *HomeTools) local(id string) bool {
+	_, err := t.homes.svc.lookup(t.project, id)
+	return err == nil
 }
 
 // allSessions adds to this replica's get_sessions answer the sessions of
 // the others, each as its home describes it.
-func (t replicaTools) allSessions(ctx context.Context, req switchboard.CallRequest, res json.RawMessage) json.RawMessage {
+func (t *HomeTools) allSessions(ctx context.Context, req switchboard.CallRequest, res json.RawMessage) json.RawMessage {
 	others := t.homes.remote(ctx, t.project)
 	if len(others) == 0 {
 		return res

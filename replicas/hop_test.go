@@ -1,4 +1,4 @@
-package hosted
+package replicas
 
 import (
 	"net/http"
@@ -15,8 +15,8 @@ func TestHopContext(t *testing.T) {
 	for _, tc := range []struct {
 		header string
 		want   time.Duration
-	}{{"1500", 1500 * time.Millisecond}, {"", defaultHop}, {"-5", defaultHop}, {"soon", defaultHop}} {
-		r := httptest.NewRequest("POST", InternalPrefix+"x/mcp", nil)
+	}{{"1500", 1500 * time.Millisecond}, {"", DefaultHop}, {"-5", DefaultHop}, {"soon", DefaultHop}} {
+		r := httptest.NewRequest("POST", "/internal/x", nil)
 		if tc.header != "" {
 			r.Header.Set(switchboard.DeadlineHeader, tc.header)
 		}
@@ -36,7 +36,7 @@ func TestReplicaOnly(t *testing.T) {
 		token string
 		want  int
 	}{{"tok-0123456789", http.StatusTeapot}, {"", http.StatusUnauthorized}, {"tok-012345678", http.StatusUnauthorized}, {"tok-0123456789x", http.StatusUnauthorized}} {
-		r := httptest.NewRequest("POST", InternalPrefix+"x/mcp", nil)
+		r := httptest.NewRequest("POST", "/internal/x", nil)
 		r.Header.Set(switchboard.ReplicaTokenHeader, tc.token)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
