@@ -34,6 +34,7 @@ type Store interface {
 	SecretStore
 	TokenStore
 	LeaseStore
+	ServerStateStore
 	// Close releases the store's connections; it is safe to call twice.
 	Close() error
 }
@@ -495,4 +496,35 @@ func ValidLease(name, holder string, ttl time.Duration) error {
 		return Errorf(ErrInvalid, "lease: the time to live must be positive")
 	}
 	return checkText("lease", "name", name, "holder", holder)
+}
+
+// ServerStateStore keeps the last state each server of a project was
+// seen in (ready, failed, unavailable, invalid) and why, so that a
+// gateway that restarted shows what it last knew of a server it has not
+// connected yet, instead of "idle" with no error.
+type ServerStateStore interface {
+	// PutServerState records s, replacing the server's earlier one.
+	// Errors: ErrInvalid (see ServerLastState.Validate), ErrNotFound (no
+	// such project).
+	PutServerState(ctx context.Context, s ServerLastState) error
+	// ServerStates returns project's recorded states (none for an
+	// unknown project).
+	ServerStates(ctx context.Context, project string) ([]ServerLastState, error)
+}
+
+// ServerLastState is the last state a server was seen in, and when.
+type ServerLastState struct {
+	ProjectID string
+	Server    string
+	State     ServerState
+	Error     string // its last error ("" when it was ready)
+	At        time.Time
+}
+
+// Validate checks the fields the store requires.
+func (s ServerLastState) Validate() error {
+	if s.ProjectID == "" || s.Server == "" || s.State == "" {
+		return Errorf(ErrInvalid, "server state: a project, a server and a state are required")
+	}
+	return checkText("server state", "project", s.ProjectID, "server", s.Server, "state", string(s.State), "error", s.Error)
 }

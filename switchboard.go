@@ -181,6 +181,11 @@ type ServerStatus struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Features counts its prompts and resources (nil when it has none).
 	Features *FeatureStatus `json:"features,omitempty"`
+	// SeenAt is set when State and LastError are not this process's own
+	// but what the gateway last saw of a server it has not connected yet
+	// (before it restarted, or on another replica), and says when; the
+	// next use connects it again.
+	SeenAt *time.Time `json:"seen_at,omitempty"`
 }
 
 // MarshalJSON writes the status in the admin API's snake_case, plus

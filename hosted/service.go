@@ -739,17 +739,11 @@ func (s *Service) List(ctx context.Context, project string) ([]switchboard.Hoste
 // Get reports one hosted server (by row ID or name), with CPU and memory
 // usage from the engine when its container runs. Errors: ErrNotFound.
 func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.HostedStatus, error) {
-	sup, err := s.supervisor(project, ref)
+	st, own, err := s.brief(project, ref)
 	if err != nil {
-		if rem := s.remoteRef(project, ref); rem != nil {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.remoteStatus(rem), nil
-		}
-		return switchboard.HostedStatus{}, err
+		return st, err
 	}
-	st := s.ownStatus(sup.status())
-	if st.ContainerID != "" && st.StartedAt != nil && s.eng != nil {
+	if own && st.ContainerID != "" && st.StartedAt != nil && s.eng != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if u, err := s.eng.Stats(sctx, st.ContainerID); err == nil {
@@ -757,6 +751,29 @@ func (s *Service) Get(ctx context.Context, project, ref string) (switchboard.Hos
 		}
 	}
 	return st, nil
+}
+
+// Brief is a hosted server's status without the engine's usage figures
+// (no engine call), for the project's server list; false when project has
+// no hosted server ref.
+func (s *Service) Brief(project, ref string) (switchboard.HostedStatus, bool) {
+	st, _, err := s.brief(project, ref)
+	return st, err == nil
+}
+
+// brief is the status this replica knows of ref: its own supervisor's
+// (own), or the owner replica's as the store says. Errors: ErrNotFound.
+func (s *Service) brief(project, ref string) (st switchboard.HostedStatus, own bool, err error) {
+	sup, err := s.supervisor(project, ref)
+	if err != nil {
+		if rem := s.remoteRef(project, ref); rem != nil {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.remoteStatus(rem), false, nil
+		}
+		return switchboard.HostedStatus{}, false, err
+	}
+	return s.ownStatus(sup.status()), true, nil
 }
 
 // Restart replaces a server's container (SIGTERM, up to StopTimeout, then

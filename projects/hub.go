@@ -68,6 +68,9 @@ type Options struct {
 	// HostedSpecs, when set, returns a project's hosted servers, served
 	// after its file and stored servers (projects/hosted.go).
 	HostedSpecs func(project string) []switchboard.ServerSpec
+	// HostedStatus, when set, returns a hosted server's own status without
+	// asking the engine (a failed pull shows before any client connects).
+	HostedStatus func(project, name string) (switchboard.HostedStatus, bool)
 	// AdminToken, when set, is required for admin actions and opens every
 	// project; empty is dev mode (see Access).
 	AdminToken string
@@ -110,6 +113,10 @@ type runtime struct {
 	redacted map[string]bool
 	// applied is the set of server names last applied, under mu.
 	applied map[string]bool
+	// last is what the store remembers of its servers' states.
+	last lastStates
+	// hosted, when set, is a hosted server's own status (no engine call).
+	hosted func(name string) (switchboard.HostedStatus, bool)
 }
 
 // New returns a hub with the default project's runtime in place; call
@@ -141,6 +148,18 @@ func (h *Hub) newRuntime(id string) *runtime {
 		if h.opts.OnState != nil {
 			h.opts.OnState(id, server, st)
 		}
+		if remembered(st) && rt.mgr != nil {
+			var lastErr string
+			for _, s := range rt.mgr.Status() {
+				if s.Name == server {
+					lastErr = rt.redact.Redact(s.LastError)
+				}
+			}
+			rt.last.record(h.st, id, server, st, lastErr)
+		}
+	}
+	if h.opts.HostedStatus != nil {
+		rt.hosted = func(name string) (switchboard.HostedStatus, bool) { return h.opts.HostedStatus(id, name) }
 	}
 	if h.opts.Streams != nil {
 		uo.Streams = h.opts.Streams(id)
@@ -473,6 +492,7 @@ func (h *Hub) Status(ctx context.Context, id string) ([]switchboard.ServerStatus
 	if err != nil {
 		return nil, err
 	}
+	rt.last.load(ctx, h.st, id)
 	return rt.Status(), nil
 }
 
@@ -480,9 +500,19 @@ func (h *Hub) Status(ctx context.Context, id string) ([]switchboard.ServerStatus
 // or stderr line may quote a URL or header built from a secret. The
 // stderr tail is cut from a longer stream, so a piece of a value at
 // either edge is redacted too (RedactTail).
+//
+// A server this process has not connected yet (idle) shows what is known
+// of it elsewhere: a hosted server's own failure (a pull that failed), or
+// the state the gateway last saw it in (lastStates).
 func (rt *runtime) Status() []switchboard.ServerStatus {
 	out := rt.mgr.Status()
+	rt.last.fill(out)
 	for i := range out {
+		if rt.hosted != nil && out[i].State == switchboard.StateIdle {
+			if hs, ok := rt.hosted(out[i].Name); ok && hs.Status == switchboard.HostedFailed {
+				out[i].State, out[i].LastError, out[i].SeenAt = switchboard.StateFailed, hs.LastError, nil
+			}
+		}
 		out[i].LastError = rt.redact.Redact(out[i].LastError)
 		out[i].Stderr = rt.redact.RedactTail(out[i].Stderr)
 	}

@@ -319,3 +319,36 @@ func TestHostedHTTPSource(t *testing.T) {
 		t.Fatalf("the HTTP hosted server's source is %q, want hosted", source)
 	}
 }
+
+// TestHostedFailedPullListed (issue 34, item 10): a hosted server whose
+// image cannot be pulled reads failed, with the pull's error, among the
+// project's servers before any client lists tools (it read idle).
+func TestHostedFailedPullListed(t *testing.T) {
+	eng := enginetest.New(t)
+	g := startGateway(t, nil, map[string]string{"MCP_SERVER_INSTANCE": eng.Instance(), "MCP_SERVER_ADMIN_TOKEN": adminToken})
+	admin := newAPI(t, g.url, adminToken)
+	// Nothing listens on port 1: the pull fails at once.
+	admin.must(201, "POST", "/api/v1/mcp/servers", map[string]any{"name": "unpullable", "image": "127.0.0.1:1/switchboard-test/none:1", "pull_policy": "always"}, nil)
+	var st struct{ State, LastError string }
+	eventually(t, opTimeout, func() (bool, string) {
+		var list struct {
+			Servers []struct {
+				Name   string
+				Status struct {
+					State     string `json:"state"`
+					LastError string `json:"last_error"`
+				} `json:"status"`
+			} `json:"servers"`
+		}
+		admin.must(200, "GET", "/api/v1/projects/default/servers", nil, &list)
+		for _, s := range list.Servers {
+			if s.Name == "unpullable" {
+				st.State, st.LastError = s.Status.State, s.Status.LastError
+			}
+		}
+		return st.State == "failed", "the unpullable server reads " + st.State
+	})
+	if !strings.Contains(st.LastError, "127.0.0.1:1/switchboard-test/none:1") {
+		t.Errorf("its error %q does not name the image", st.LastError)
+	}
+}

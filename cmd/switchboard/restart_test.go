@@ -269,3 +269,45 @@ func killLeftovers(pids []string) {
 		}
 	}
 }
+
+// TestStatusRemembersAfterRestart (issue 34, item 10): a server that
+// failed reads failed, with its error, after the gateway restarts and
+// before any client connects it again (it read idle with no error); one
+// that worked reads idle, as lazily connected servers do. A second
+// gateway on the same data dir is what a restart looks like.
+func TestStatusRemembersAfterRestart(t *testing.T) {
+	servers := [][2]any{{"up", stdioServer("up")}, {"broken", map[string]any{"command": "/nonexistent/mcp-server"}}}
+	g := startGateway(t, servers, nil)
+	cs, _ := openMCP(t, g.url+"/mcp", "")
+	toolNames(t, cs) // connects both: broken fails
+	type status struct {
+		Name   string
+		Status struct {
+			State     string     `json:"state"`
+			LastError string     `json:"last_error"`
+			SeenAt    *time.Time `json:"seen_at"`
+		} `json:"status"`
+	}
+	read := func(url string) map[string]status {
+		var list struct{ Servers []status }
+		newAPI(t, url, "").must(http.StatusOK, "GET", "/api/v1/projects/default/servers", nil, &list)
+		out := map[string]status{}
+		for _, s := range list.Servers {
+			out[s.Name] = s
+		}
+		return out
+	}
+	before := read(g.url)["broken"]
+	if before.Status.State != "failed" || before.Status.LastError == "" {
+		t.Fatalf("broken before the restart: %+v; want failed with an error", before)
+	}
+	g.stop(t)
+	again := startGateway(t, nil, map[string]string{"MCP_SERVER_DATA_DIR": g.dataDir, "MCP_SERVER_CONFIG": g.file})
+	after := read(again.url)
+	if b := after["broken"]; b.Status.State != "failed" || b.Status.LastError != before.Status.LastError || b.Status.SeenAt == nil {
+		t.Errorf("broken after the restart: %+v; want failed with the error it had, and when it was seen", b)
+	}
+	if u := after["up"]; u.Status.State != "idle" || u.Status.LastError != "" {
+		t.Errorf("up after the restart: %+v; want idle (it worked, and connects at its next use)", u)
+	}
+}

@@ -218,7 +218,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 				hr.svc.ProjectGone(project) // its rows went with it
 			}
 		},
-		HostedSpecs: hr.svc.Specs, Streams: hr.svc.Opener,
+		HostedSpecs: hr.svc.Specs, HostedStatus: hr.svc.Brief, Streams: hr.svc.Opener,
 		Builtins: func(p string) map[string]upstreams.Builtin { return cat.builtins(p, sbox.builtins(p)) },
 		OnSessionEnd: func(p, s string) {
 			sbox.svc.SessionEnded(p, s)

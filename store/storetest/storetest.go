@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) switchboard.Store) {
 		{"Secrets", testSecrets},
 		{"Tokens", testTokens},
 		{"Leases", testLeases},
+		{"ServerStates", testServerStates},
 		{"CloseTwice", testCloseTwice},
 	}
 	for _, tt := range tests {
@@ -1132,5 +1133,42 @@ func testLeases(t *testing.T, s switchboard.Store) {
 	}
 	if list := must(s.ListLeases(ctx(t), ""))(t); len(list) != 3 {
 		t.Errorf("ListLeases(\"\") = %+v, want 3 leases", list)
+	}
+}
+
+func testServerStates(t *testing.T, s switchboard.Store) {
+	p := createProject(t, s, "states").ID
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	put := func(st switchboard.ServerLastState) {
+		t.Helper()
+		if err := s.PutServerState(ctx(t), st); err != nil {
+			t.Fatalf("PutServerState(%+v): %v", st, err)
+		}
+	}
+	put(switchboard.ServerLastState{ProjectID: p, Server: "gh", State: switchboard.StateFailed, Error: "cannot connect: refused", At: at})
+	put(switchboard.ServerLastState{ProjectID: p, Server: "fs", State: switchboard.StateReady, At: at})
+	put(switchboard.ServerLastState{ProjectID: p, Server: "gh", State: switchboard.StateUnavailable, Error: "breaker open", At: at.Add(time.Second)})
+	got := must(s.ServerStates(ctx(t), p))(t)
+	want := []switchboard.ServerLastState{
+		{ProjectID: p, Server: "fs", State: switchboard.StateReady, At: at},
+		{ProjectID: p, Server: "gh", State: switchboard.StateUnavailable, Error: "breaker open", At: at.Add(time.Second)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ServerStates (-want +got):\n%s", diff)
+	}
+	if err := s.PutServerState(ctx(t), switchboard.ServerLastState{ProjectID: "no-such-project", Server: "x", State: switchboard.StateFailed, At: at}); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Errorf("PutServerState for an unknown project: %v, want ErrNotFound", err)
+	}
+	if err := s.PutServerState(ctx(t), switchboard.ServerLastState{ProjectID: p, Server: "", State: switchboard.StateFailed, At: at}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Errorf("PutServerState without a server: %v, want ErrInvalid", err)
+	}
+	if got := must(s.ServerStates(ctx(t), "no-such-project"))(t); len(got) != 0 {
+		t.Errorf("ServerStates of an unknown project: %+v, want none", got)
+	}
+	if err := s.DeleteProject(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ServerStates(ctx(t), p))(t); len(got) != 0 {
+		t.Errorf("ServerStates after the project was deleted: %+v, want none", got)
 	}
 }
