@@ -160,7 +160,7 @@ func (s *Service) reconcile(ctx context.Context) {
 			// Deleted since it was listed (a registration that failed, a
 			// delete through another replica).
 			s.release(context.WithoutCancel(ctx), t.row.ID)
-		} else if s.takeOver(ctx, t.row, t.p) {
+		} else if s.takeOver(ctx, t.row, t.p, t.prev) {
 			changed[t.row.ProjectID] = true
 		}
 		s.unreserve(t.row.ProjectID, t.p.reg.Name)
@@ -169,8 +169,9 @@ func (s *Service) reconcile(ctx context.Context) {
 
 // takeItem is a row whose lease reconcileRows took, to take over.
 type takeItem struct {
-	row switchboard.Workspace
-	p   plan
+	row  switchboard.Workspace
+	p    plan
+	prev string // the lease's holder before ("" when it was free)
 }
 
 // reconcileRows is reconcile's pass over the rows, under regMu: it
@@ -247,7 +248,7 @@ func (s *Service) reconcileRows(ctx context.Context, changed map[string]bool) []
 				// installed: no registration or servers-file entry of this
 				// replica makes a second row of it meanwhile.
 				s.reserve(row.ProjectID, p.reg.Name)
-				take = append(take, takeItem{row, p})
+				take = append(take, takeItem{row, p, holder})
 				continue
 			}
 			holder = ""
@@ -322,7 +323,10 @@ func (s *Service) reserved(project, name string) bool {
 // this engine (removed, not adopted: the MCP session on a container's
 // stdio belongs to the attach stream that initialized it). It reports
 // false when the service is closing (the lease is let go).
-func (s *Service) takeOver(ctx context.Context, row switchboard.Workspace, p plan) bool {
+// prev, the lease's holder before, says which it was: a replica that
+// ended, or an earlier run of this very gateway (same address: a
+// restart, which is not a take-over to whoever runs one gateway).
+func (s *Service) takeOver(ctx context.Context, row switchboard.Workspace, p plan, prev string) bool {
 	if s.eng != nil {
 		ids, err := s.eng.TakeOver(ctx, map[string]string{engine.LabelKind: KindMCPServer, engine.LabelRef: row.ID})
 		if err != nil {
@@ -340,7 +344,13 @@ func (s *Service) takeOver(ctx context.Context, row switchboard.Workspace, p pla
 	s.mu.Lock()
 	delete(s.remote, row.ID)
 	s.mu.Unlock()
-	s.log.Info("hosted server taken over: this replica runs it now", "project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID)
+	_, prevURL := replicas.SplitHolder(prev)
+	switch r := s.opts.Replication; {
+	case prev == "" || r == nil || prevURL == r.URL:
+		s.log.Info("hosted server started again: this gateway's previous run ended", "project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID)
+	default:
+		s.log.Info("hosted server taken over: the replica that ran it ended; this one runs it now", "project", row.ProjectID, "server", p.reg.Name, "hosted_id", row.ID, "previous_replica", prevURL)
+	}
 	gen := s.changedProject(row.ProjectID)
 	s.mu.Lock()
 	s.need[row.ID] = gen

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -331,7 +332,15 @@ func TestKillRecoversContainers(t *testing.T) {
 	dir := t.TempDir()
 	file := dir + "/servers.json"
 	writeServers(t, file, servers)
-	env := []string{"MCP_SERVER_PORT=0", "MCP_SERVER_DATA_DIR=" + dir + "/data", "MCP_SERVER_CONFIG=" + file, "MCP_SERVER_LOG_FORMAT=json"}
+	// One port for both runs, as a gateway restarted in place keeps its
+	// address (and so its replica URL).
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(free.Addr().(*net.TCPAddr).Port)
+	free.Close()
+	env := []string{"MCP_SERVER_PORT=" + port, "MCP_SERVER_DATA_DIR=" + dir + "/data", "MCP_SERVER_CONFIG=" + file, "MCP_SERVER_LOG_FORMAT=json"}
 	for k, v := range envMap {
 		env = append(env, k+"="+v)
 	}
@@ -371,5 +380,9 @@ func TestKillRecoversContainers(t *testing.T) {
 	})
 	if got := instanceContainers(t, inst); len(got) != 1 {
 		t.Errorf("after the restart: %d containers, want the one hosted server", len(got))
+	}
+	// A restart in place is not a take-over from another replica.
+	if logs := second.logs.String(); !strings.Contains(logs, "hosted server started again: this gateway's previous run ended") || strings.Contains(logs, "taken over") {
+		t.Errorf("the restart's log does not say the hosted server started again (or says taken over):\n%s", logs)
 	}
 }
