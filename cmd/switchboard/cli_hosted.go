@@ -46,13 +46,32 @@ func (c *cli) hostedLs(cmd cliCommand, args []string) error {
 	}
 	rows := make([][]string, 0, len(out.Servers))
 	for _, s := range out.Servers {
-		problem := s.Warning
-		if problem == "" {
-			problem = s.LastError
-		}
-		rows = append(rows, []string{s.Name, s.Status, s.Image, strconv.Itoa(s.RestartCount), uptime(s.UptimeSeconds), firstLine(problem)})
+		rows = append(rows, []string{s.Name, s.Status, s.Image, strconv.Itoa(s.RestartCount), uptime(s.UptimeSeconds), hostedProblem(s, time.Now())})
 	}
 	return c.table([]string{"NAME", "STATUS", "IMAGE", "RESTARTS", "UPTIME", "PROBLEM"}, rows)
+}
+
+// hostedProblem is what the PROBLEM column says of s: its warning, else
+// its last error, else its last crash (the console shows it too: a server
+// restarted after a crash is running, and was not fine).
+func hostedProblem(s switchboard.HostedStatus, now time.Time) string {
+	switch {
+	case s.Warning != "":
+		return firstLine(s.Warning)
+	case s.LastError != "":
+		return firstLine(s.LastError)
+	case s.LastCrash != nil:
+		c := s.LastCrash
+		p := fmt.Sprintf("crashed %s ago (exit %d", now.Sub(c.At).Round(time.Second), c.ExitCode)
+		if c.OOMKilled {
+			p += ", out of memory"
+		}
+		if s.CrashCount > 1 {
+			p += fmt.Sprintf("; %d crashes", s.CrashCount)
+		}
+		return p + ")"
+	}
+	return ""
 }
 
 func uptime(sec float64) string {

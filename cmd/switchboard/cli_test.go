@@ -678,3 +678,25 @@ func TestPullBar(t *testing.T) {
 		}
 	}
 }
+
+// TestHostedProblem: `hosted ls` shows a server that crashed and was
+// restarted as the console does, not as a server without a problem
+// (issue 34, item 16); a warning or an error comes first.
+func TestHostedProblem(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	crash := &switchboard.HostedCrash{At: now.Add(-90 * time.Second), ExitCode: 137, OOMKilled: true}
+	for _, tc := range []struct {
+		s    switchboard.HostedStatus
+		want string
+	}{
+		{switchboard.HostedStatus{Status: "running"}, ""},
+		{switchboard.HostedStatus{Status: "running", LastCrash: crash, CrashCount: 1}, "crashed 1m30s ago (exit 137, out of memory)"},
+		{switchboard.HostedStatus{Status: "backoff", LastCrash: crash, CrashCount: 3}, "crashed 1m30s ago (exit 137, out of memory; 3 crashes)"},
+		{switchboard.HostedStatus{Status: "failed", LastError: "image gone\nmore", LastCrash: crash}, "image gone"},
+		{switchboard.HostedStatus{Status: "running", Warning: "runtime runsc not used", LastCrash: crash}, "runtime runsc not used"},
+	} {
+		if got := hostedProblem(tc.s, now); got != tc.want {
+			t.Errorf("hostedProblem(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
