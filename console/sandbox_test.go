@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,32 +20,70 @@ import (
 type fakeSandbox struct {
 	mu   sync.Mutex
 	off  map[string]bool
-	rows []map[string]any
+	rows []switchboard.WorkspaceInfo
 	ops  []string
 }
 
-func (f *fakeSandbox) Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error) {
+func (f *fakeSandbox) op(op, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops = append(f.ops, op+" "+id)
-	switch op {
-	case "list":
-		return map[string]any{"workspaces": f.rows}, nil
-	case "snapshot":
-		row := map[string]any{"workspace_id": "snap-1", "status": "snapshot", "snapshot_of": id, "created_at": time.Now()}
-		f.rows = append(f.rows, row)
-		return row, nil
-	case "detach", "restore":
-		return map[string]any{"workspace_id": id}, nil
-	case "delete":
-		for i, row := range f.rows {
-			if row["workspace_id"] == id {
-				f.rows = append(f.rows[:i], f.rows[i+1:]...)
-				return nil, nil
-			}
+}
+
+func (f *fakeSandbox) Workspaces(context.Context, string) ([]switchboard.WorkspaceInfo, error) {
+	f.op("list", "")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rows), nil
+}
+
+func (f *fakeSandbox) GetWorkspace(_ context.Context, _, id string) (switchboard.WorkspaceInfo, error) {
+	f.op("get", id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, row := range f.rows {
+		if row.WorkspaceID == id {
+			return row, nil
 		}
 	}
-	return nil, switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
+	return switchboard.WorkspaceInfo{}, switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
+}
+
+func (f *fakeSandbox) AttachWorkspace(_ context.Context, _, _, id string) (switchboard.SandboxSession, error) {
+	f.op("attach", id)
+	return switchboard.SandboxSession{WorkspaceID: id}, nil
+}
+
+func (f *fakeSandbox) DetachWorkspace(_ context.Context, _, id string, _ bool) (switchboard.WorkspaceInfo, error) {
+	f.op("detach", id)
+	return switchboard.WorkspaceInfo{WorkspaceID: id}, nil
+}
+
+func (f *fakeSandbox) SnapshotWorkspace(_ context.Context, _, id string, _ bool) (switchboard.WorkspaceInfo, error) {
+	f.op("snapshot", id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	row := switchboard.WorkspaceInfo{WorkspaceID: "snap-1", Status: "snapshot", SnapshotOf: id, CreatedAt: time.Now()}
+	f.rows = append(f.rows, row)
+	return row, nil
+}
+
+func (f *fakeSandbox) RestoreSnapshot(_ context.Context, _, id string) (switchboard.WorkspaceInfo, error) {
+	f.op("restore", id)
+	return switchboard.WorkspaceInfo{WorkspaceID: id}, nil
+}
+
+func (f *fakeSandbox) DeleteWorkspace(_ context.Context, _, id string, _ bool) error {
+	f.op("delete", id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, row := range f.rows {
+		if row.WorkspaceID == id {
+			f.rows = append(f.rows[:i], f.rows[i+1:]...)
+			return nil
+		}
+	}
+	return switchboard.Errorf(switchboard.ErrNotFound, "workspace not found")
 }
 
 func (f *fakeSandbox) SandboxEnabled(project string) bool {
@@ -61,8 +100,8 @@ func (f *fakeSandbox) SetSandboxEnabled(_ context.Context, project string, on bo
 }
 
 func TestSandboxPage(t *testing.T) {
-	f := &fakeSandbox{off: map[string]bool{}, rows: []map[string]any{
-		{"workspace_id": "ws-1", "status": "running", "session_id": "sess-1", "agent_session_id": "agent-7", "last_used_at": time.Now()},
+	f := &fakeSandbox{off: map[string]bool{}, rows: []switchboard.WorkspaceInfo{
+		{WorkspaceID: "ws-1", Status: "running", SessionID: "sess-1", AgentSessionID: "agent-7", LastUsedAt: time.Now()},
 	}}
 	g := newGatewayWith(t, adminToken, nil, f)
 	b := g.browser(t)
@@ -121,10 +160,10 @@ func TestSandboxPage(t *testing.T) {
 // relative ("5 min ago"), with the UTC time only in the tooltip.
 func TestSandboxPageReadable(t *testing.T) {
 	const ws, snap = "3f2a9c4e-1b7d-4e8a-9c21-5d6e7f809a1b", "8c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
-	f := &fakeSandbox{off: map[string]bool{}, rows: []map[string]any{
-		{"workspace_id": ws, "status": "ready", "last_used_at": time.Now().Add(-5 * time.Minute)},
-		{"workspace_id": "d0d0d0d0-0000-4000-8000-000000000000", "status": "creating", "last_used_at": time.Now()},
-		{"workspace_id": snap, "status": "snapshot", "snapshot_of": ws, "created_at": time.Now().Add(-2 * time.Hour)},
+	f := &fakeSandbox{off: map[string]bool{}, rows: []switchboard.WorkspaceInfo{
+		{WorkspaceID: ws, Status: "ready", LastUsedAt: time.Now().Add(-5 * time.Minute)},
+		{WorkspaceID: "d0d0d0d0-0000-4000-8000-000000000000", Status: "creating", LastUsedAt: time.Now()},
+		{WorkspaceID: snap, Status: "snapshot", SnapshotOf: ws, CreatedAt: time.Now().Add(-2 * time.Hour)},
 	}}
 	g := newGatewayWith(t, adminToken, nil, f)
 	b := g.browser(t)

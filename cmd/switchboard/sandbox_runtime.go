@@ -234,32 +234,45 @@ func (r *sandboxRuntime) tools(project string) upstreams.Builtin {
 // SandboxEnabled reports whether project serves the sandbox tools (api.Sandbox).
 func (r *sandboxRuntime) SandboxEnabled(project string) bool { return r.enabled(project) }
 
-// Workspace runs one workspace operation for the admin API (api.Sandbox):
-// detach, snapshot and delete act on a workspace another agent session
-// holds only when forced (as the admin, agent "").
-func (r *sandboxRuntime) Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error) {
-	actor := sandbox.Sessionless
+// The admin API's workspace operations (api.Sandbox). Without force,
+// detach, snapshot and delete act as a call without an MCP session
+// (sandbox.Sessionless: refused on a workspace an agent session holds);
+// forced, as the admin ("").
+
+func (r *sandboxRuntime) Workspaces(ctx context.Context, project string) ([]switchboard.WorkspaceInfo, error) {
+	return r.svc.Workspaces(ctx, project)
+}
+
+func (r *sandboxRuntime) GetWorkspace(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error) {
+	return r.svc.GetWorkspace(ctx, project, id)
+}
+
+func (r *sandboxRuntime) AttachWorkspace(ctx context.Context, project, agent, id string) (switchboard.SandboxSession, error) {
+	return r.svc.Attach(ctx, project, agent, id, "", "")
+}
+
+func (r *sandboxRuntime) DetachWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error) {
+	return r.svc.Detach(ctx, project, actor(force), id)
+}
+
+func (r *sandboxRuntime) SnapshotWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error) {
+	return r.svc.Snapshot(ctx, project, actor(force), id)
+}
+
+func (r *sandboxRuntime) DeleteWorkspace(ctx context.Context, project, id string, force bool) error {
+	_, err := r.svc.Delete(ctx, project, actor(force), id)
+	return err
+}
+
+func (r *sandboxRuntime) RestoreSnapshot(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error) {
+	return r.svc.Restore(ctx, project, id)
+}
+
+func actor(force bool) string {
 	if force {
-		actor = ""
+		return ""
 	}
-	switch op {
-	case "list":
-		list, err := r.svc.Workspaces(ctx, project)
-		return map[string]any{"workspaces": list}, err
-	case "get":
-		return r.svc.GetWorkspace(ctx, project, id)
-	case "attach":
-		return r.svc.Attach(ctx, project, agent, id, "", "")
-	case "detach":
-		return r.svc.Detach(ctx, project, actor, id)
-	case "delete":
-		return r.svc.Delete(ctx, project, actor, id)
-	case "snapshot":
-		return r.svc.Snapshot(ctx, project, actor, id)
-	case "restore":
-		return r.svc.Restore(ctx, project, id)
-	}
-	return nil, switchboard.Errorf(switchboard.ErrNotFound, "unknown workspace operation %q", op)
+	return sandbox.Sessionless
 }
 
 // SetSandboxEnabled switches project's sandbox tools on or off (the

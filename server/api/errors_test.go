@@ -13,8 +13,24 @@ import (
 // fullSandbox refuses every workspace operation with err.
 type fullSandbox struct{ err error }
 
-func (s fullSandbox) Workspace(context.Context, string, string, string, string, bool) (any, error) {
+func (s fullSandbox) Workspaces(context.Context, string) ([]switchboard.WorkspaceInfo, error) {
 	return nil, s.err
+}
+func (s fullSandbox) GetWorkspace(context.Context, string, string) (switchboard.WorkspaceInfo, error) {
+	return switchboard.WorkspaceInfo{}, s.err
+}
+func (s fullSandbox) AttachWorkspace(context.Context, string, string, string) (switchboard.SandboxSession, error) {
+	return switchboard.SandboxSession{}, s.err
+}
+func (s fullSandbox) DetachWorkspace(context.Context, string, string, bool) (switchboard.WorkspaceInfo, error) {
+	return switchboard.WorkspaceInfo{}, s.err
+}
+func (s fullSandbox) SnapshotWorkspace(context.Context, string, string, bool) (switchboard.WorkspaceInfo, error) {
+	return switchboard.WorkspaceInfo{}, s.err
+}
+func (s fullSandbox) DeleteWorkspace(context.Context, string, string, bool) error { return s.err }
+func (s fullSandbox) RestoreSnapshot(context.Context, string, string) (switchboard.WorkspaceInfo, error) {
+	return switchboard.WorkspaceInfo{}, s.err
 }
 func (fullSandbox) SandboxEnabled(string) bool                            { return true }
 func (fullSandbox) SetSandboxEnabled(context.Context, string, bool) error { return nil }

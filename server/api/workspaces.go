@@ -11,15 +11,21 @@ import (
 
 // Sandbox is the gateway's sandbox as the API sees it: the workspace
 // registry's operations and the per-project switch of the sandbox tools.
-// Results are rendered as JSON as they are.
+// Detach, snapshot and delete refuse a workspace another agent session
+// holds unless force (the admin asked for it). Errors: ErrNotFound,
+// ErrConflict (held by another agent session, named; a volume in use
+// elsewhere), ErrInvalid, ErrConfig.
 type Sandbox interface {
-	// Workspace runs op ("list", "get", "attach", "detach", "snapshot",
-	// "restore", "delete") on workspace (or snapshot) id of project. A
-	// workspace another agent session holds is refused unless force (the
-	// admin asked for it). agent is the agent session an attach records.
-	// Errors: ErrNotFound, ErrConflict (held by another agent session,
-	// named; a volume in use elsewhere), ErrInvalid, ErrConfig.
-	Workspace(ctx context.Context, op, project, id, agent string, force bool) (any, error)
+	Workspaces(ctx context.Context, project string) ([]switchboard.WorkspaceInfo, error)
+	GetWorkspace(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error)
+	// AttachWorkspace binds id to agent (an agent session id, or a name
+	// of the caller's) and returns the session running on it.
+	AttachWorkspace(ctx context.Context, project, agent, id string) (switchboard.SandboxSession, error)
+	DetachWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error)
+	SnapshotWorkspace(ctx context.Context, project, id string, force bool) (switchboard.WorkspaceInfo, error)
+	DeleteWorkspace(ctx context.Context, project, id string, force bool) error
+	// RestoreSnapshot makes a new workspace from snapshot id.
+	RestoreSnapshot(ctx context.Context, project, id string) (switchboard.WorkspaceInfo, error)
 	// SandboxEnabled and SetSandboxEnabled read and switch whether
 	// project's endpoint serves the sandbox tools; the switch is stored.
 	// Errors: the store's.
@@ -120,7 +126,26 @@ func (a *API) workspaceOp(op string) func(w http.ResponseWriter, r *http.Request
 				return err
 			}
 		}
-		res, err := a.opts.Sandbox.Workspace(r.Context(), op, p, id, agent, force)
+		sb, ctx := a.opts.Sandbox, r.Context()
+		var res any
+		switch op {
+		case "list":
+			var list []switchboard.WorkspaceInfo
+			list, err = sb.Workspaces(ctx, p)
+			res = apiclient.Workspaces{Workspaces: list}
+		case "get":
+			res, err = sb.GetWorkspace(ctx, p, id)
+		case "attach":
+			res, err = sb.AttachWorkspace(ctx, p, agent, id)
+		case "detach":
+			res, err = sb.DetachWorkspace(ctx, p, id, force)
+		case "snapshot":
+			res, err = sb.SnapshotWorkspace(ctx, p, id, force)
+		case "restore":
+			res, err = sb.RestoreSnapshot(ctx, p, id)
+		case "delete":
+			err = sb.DeleteWorkspace(ctx, p, id, force)
+		}
 		if err != nil {
 			return err
 		}
