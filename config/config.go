@@ -58,6 +58,8 @@ type Config struct {
 	// allowed on loopback or with AllowUnauthenticated. Never logged.
 	AdminToken           string `env:"MCP_SERVER_ADMIN_TOKEN"`
 	AllowUnauthenticated bool   `env:"MCP_SERVER_ALLOW_UNAUTHENTICATED"`
+	// Auth accepts access tokens from an identity provider (config/auth.go).
+	Auth Auth
 	// SecretKey encrypts project secrets at rest; empty means the key file
 	// in DataDir, generated on first start. Never logged.
 	SecretKey    string        `env:"MCP_SERVER_SECRET_KEY"`
@@ -137,6 +139,7 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	cfg.EnableCORS = cfg.EnableCORS || cfg.EnableCORSServer
+	cfg.Auth.normalize()
 	if cfg.DataDir == "" {
 		cfg.DataDir = defaultDataDir(getenv)
 	}
@@ -287,6 +290,7 @@ func (c *Config) validate() []error {
 		bad("MCP_SERVER_TRACE_SAMPLE_RATIO", "must be between 0 and 1, got %v", c.TraceSampleRatio)
 	}
 	errs = append(errs, c.Sandbox.validate(c.DockerHost)...)
+	errs = append(errs, c.Auth.validate()...)
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("MCP_SERVER_LOG_LEVEL", "%v", err)
 	}
@@ -448,7 +452,7 @@ func (c Config) LogAttrs() []any {
 		"session_idle_timeout", c.SessionIdleTTL, "max_sessions", c.MaxSessions, "max_sessions_per_project", c.MaxProjectSessions, "heartbeat", c.Heartbeat,
 		"max_body_bytes", c.MaxBodyBytes, "max_message_bytes", c.MaxMessageBytes, "breaker_failures", c.BreakerFailures,
 		"breaker_cooldown", c.BreakerCooldown, "admin_token", c.AdminToken != "",
-		"allow_unauthenticated", c.AllowUnauthenticated, "secret_key", secretKeySource(c),
+		"allow_unauthenticated", c.AllowUnauthenticated, "public_url", c.Auth.PublicURL, "auth_issuer", c.Auth.Issuer, "secret_key", secretKeySource(c),
 		"sync_interval", c.SyncInterval, "owner_lease", c.OwnerLease, "replica_url", c.ReplicaURL, "replica_tick", c.ReplicaTick, "otlp_endpoint", c.OTLPDescription(), "otlp_headers", otlpHeaderCount(c),
 		"trace_sample_ratio", c.TraceSampleRatio, "log_level", c.LogLevel, "log_format", c.LogFormat,
 		"docker_host", dockerHostDescription(c.DockerHost),
