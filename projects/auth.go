@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type Principal struct {
 	Dev bool
 	// Token is the project token used, if any.
 	Token switchboard.Token
+	// User is the person an identity provider's access token names, if
+	// the request brought one (Admin is set when its claims make them one).
+	User *User
 }
 
 // key names the principal for session ownership.
@@ -34,6 +38,8 @@ func (p Principal) key() string {
 	switch {
 	case p.Token.ID != "":
 		return "token:" + p.Token.ID
+	case p.User != nil:
+		return "user:" + strconv.Quote(p.User.Issuer) + strconv.Quote(p.User.Subject)
 	case p.Dev:
 		return "dev"
 	default:
@@ -63,6 +69,8 @@ func principalKey(r *http.Request) string { return principalOf(r).key() }
 type auth struct {
 	st    switchboard.TokenStore
 	admin string
+	// oauth, when set, accepts access tokens from an identity provider.
+	oauth *oauth
 
 	mu        sync.Mutex
 	byHash    map[string]cachedToken
@@ -104,6 +112,13 @@ func (a *auth) authenticate(r *http.Request) (Principal, error) {
 	}
 	if a.admin != "" && secrets.Equal(tok, a.admin) {
 		return Principal{Admin: true}, nil
+	}
+	if a.oauth != nil && looksLikeJWT(tok) {
+		u, admin, err := a.oauth.verify(r.Context(), tok)
+		if err != nil {
+			return Principal{}, err
+		}
+		return Principal{Admin: admin, User: u}, nil
 	}
 	if !secrets.ValidTokenFormat(tok) {
 		return Principal{}, switchboard.Errorf(switchboard.ErrUnauthorized, "invalid token")
@@ -151,6 +166,12 @@ func (a *auth) project(ctx context.Context, p Principal, id string) error {
 			return switchboard.Errorf(switchboard.ErrForbidden, "this token belongs to another project")
 		}
 		return nil
+	case p.User != nil && !p.Admin:
+		return a.oauth.project(p.User, id)
+	case p.Dev && a.oauth != nil:
+		// With an issuer, every project's MCP endpoint is a protected
+		// resource: dev mode opens the admin API, not them.
+		return switchboard.Errorf(switchboard.ErrUnauthorized, "project %q requires an access token from %s (or one of its tokens): send Authorization: Bearer <token>", id, a.oauth.cfg.Issuer)
 	case p.Dev:
 		has, err := a.projectHasTokens(ctx, id)
 		if err != nil {

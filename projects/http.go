@@ -24,12 +24,25 @@ func (h *Hub) Handler(api http.Handler, console ...http.Handler) http.Handler {
 		mux.Handle("/ui/", console[0])
 	}
 	mux.HandleFunc("/projects/{project}/", h.serveProject)
+	if o := h.auth.oauth; o != nil {
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+			o.metadata(w, Default)
+		})
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource/projects/{project}/mcp", func(w http.ResponseWriter, r *http.Request) {
+			id := r.PathValue("project")
+			if _, err := h.lookup(r.Context(), id); err != nil {
+				http.NotFound(w, r)
+				return
+			}
+			o.metadata(w, id)
+		})
+	}
 	mux.Handle("GET /healthz", def)
 	mux.Handle("GET /readyz", def)
-	mux.Handle("GET /metrics", h.guard(def, func(ctx context.Context, p Principal) error {
+	mux.Handle("GET /metrics", h.guard(def, "", func(ctx context.Context, p Principal) error {
 		return h.auth.adminOnly(p, "reading metrics")
 	}))
-	mux.Handle("/", h.guard(def, func(ctx context.Context, p Principal) error {
+	mux.Handle("/", h.guard(def, Default, func(ctx context.Context, p Principal) error {
 		return h.auth.project(ctx, p, Default)
 	}))
 	return h.def.edge.Wrap(mux)
@@ -37,13 +50,18 @@ func (h *Hub) Handler(api http.Handler, console ...http.Handler) http.Handler {
 
 // guard authenticates a request, checks it with allow and hands it on
 // with its principal in the context (the edge binds sessions to it).
-func (h *Hub) guard(next http.Handler, allow func(context.Context, Principal) error) http.Handler {
+// project names the protected resource a refusal points the client to
+// (with an issuer configured); "" for none.
+func (h *Hub) guard(next http.Handler, project string, allow func(context.Context, Principal) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.auth.authenticate(r)
 		if err == nil {
 			err = allow(r.Context(), p)
 		}
 		if err != nil {
+			if o := h.auth.oauth; o != nil && project != "" && (errors.Is(err, switchboard.ErrUnauthorized) || errors.As(err, new(insufficientScope))) {
+				w.Header().Set("WWW-Authenticate", o.challenge(project, err, r.Header.Get("Authorization") != ""))
+			}
 			writeAuthError(w, err)
 			return
 		}
@@ -64,7 +82,7 @@ func (h *Hub) serveProject(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rt.edge.Routes().ServeHTTP(w, r)
-	}), func(ctx context.Context, p Principal) error {
+	}), id, func(ctx context.Context, p Principal) error {
 		return h.auth.project(ctx, p, id)
 	}).ServeHTTP(w, r)
 }
@@ -74,7 +92,9 @@ func (h *Hub) serveProject(w http.ResponseWriter, r *http.Request) {
 func writeAuthError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, switchboard.ErrUnauthorized):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		if w.Header().Get("WWW-Authenticate") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		}
 		writeRPCError(w, http.StatusUnauthorized, switchboard.CodeInvalidRequest, switchboard.Message(err))
 	case errors.Is(err, switchboard.ErrForbidden):
 		writeRPCError(w, http.StatusForbidden, switchboard.CodeInvalidRequest, switchboard.Message(err))

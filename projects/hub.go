@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,13 @@ type Options struct {
 	// AdminToken, when set, is required for admin actions and opens every
 	// project; empty is dev mode (see Access).
 	AdminToken string
+	// Auth, when enabled (MCP_SERVER_PUBLIC_URL and _AUTH_ISSUER), makes
+	// each project an OAuth protected resource that accepts the issuer's
+	// JWT access tokens beside the static tokens (projects/oauth.go).
+	Auth config.Auth
+	// AuthClient fetches the issuer's metadata and keys; nil is a client
+	// with a 5s timeout.
+	AuthClient *http.Client
 	// Getenv is the fallback for `${VAR}` after the project's secrets;
 	// MCP_SERVER_* variables are never handed to project servers.
 	Getenv       func(string) string
@@ -134,6 +142,9 @@ func New(opts Options) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{opts: opts, log: opts.Logger, st: opts.Store, runtimes: map[string]*runtime{}, ctx: ctx, cancel: cancel}
 	h.auth = newAuth(opts.Store, opts.AdminToken)
+	if opts.Auth.Enabled() {
+		h.auth.oauth = newOAuth(opts.Auth, opts.AuthClient)
+	}
 	h.def = h.newRuntime(Default)
 	h.runtimes[Default] = h.def
 	return h

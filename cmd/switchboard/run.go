@@ -210,7 +210,7 @@ func runWith(ctx context.Context, opts runOptions, args []string, getenv func(st
 	undo.push("hosted servers", hr.Close)
 	met.Hosted(hr.svc.All)
 	hub = projects.New(projects.Options{
-		Store: st, Box: box, AdminToken: cfg.AdminToken, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
+		Store: st, Box: box, AdminToken: cfg.AdminToken, Auth: cfg.Auth, Getenv: getenv, SyncInterval: cfg.SyncInterval, Logger: log,
 		OnState: met.SetState,
 		OnRemoved: func(project, server string) {
 			met.Forget(project, server)
