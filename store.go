@@ -257,6 +257,14 @@ type ToolCallRecord struct {
 	// A store keeps one record per RecordID, so a batch replayed after a
 	// crash stores nothing twice. Empty: no such guarantee.
 	RecordID string
+	// Principal is the person behind the call when an identity
+	// provider's token sent it: its issuer and subject, joined by a
+	// space (an issuer URL has none). Empty for static tokens. The
+	// token itself is never recorded.
+	Principal string
+	// PrincipalName is that person's e-mail or name, when the token had
+	// one.
+	PrincipalName string
 }
 
 // Kinds of a ToolCallRecord.

@@ -90,6 +90,9 @@ type spoolLine struct {
 	Code      int       `json:"code,omitempty"`
 	Duration  int64     `json:"duration_ns"`
 	StartedAt time.Time `json:"started_at"`
+
+	Principal     string `json:"principal,omitempty"`
+	PrincipalName string `json:"principal_name,omitempty"`
 }
 
 // encodeLine is a record's spool line: a spoolLine as encoding/json
@@ -106,7 +109,8 @@ func encodeLine(rec switchboard.ToolCallRecord) ([]byte, error) {
 func appendLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 	if y := rec.StartedAt.Year(); y < 0 || y > 9999 ||
 		!utf8.ValidString(rec.RecordID) || !utf8.ValidString(rec.ProjectID) || !utf8.ValidString(rec.Session) ||
-		!utf8.ValidString(rec.Server) || !utf8.ValidString(rec.Tool) || !utf8.Valid(rec.Arguments) {
+		!utf8.ValidString(rec.Server) || !utf8.ValidString(rec.Tool) || !utf8.Valid(rec.Arguments) ||
+		!utf8.ValidString(rec.Principal) || !utf8.ValidString(rec.PrincipalName) {
 		return marshalLine(b, rec)
 	}
 	b = append(b, `{"record_id":`...)
@@ -133,13 +137,21 @@ func appendLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(rec.Duration), 10)
 	b = append(b, `,"started_at":"`...)
 	b = rec.StartedAt.AppendFormat(b, time.RFC3339Nano)
-	return append(b, "\"}\n"...), nil
+	b = append(b, '"')
+	for _, f := range [...]struct{ name, v string }{{`,"principal":`, rec.Principal}, {`,"principal_name":`, rec.PrincipalName}} {
+		if f.v != "" {
+			b = append(b, f.name...)
+			b = appendString(b, f.v)
+		}
+	}
+	return append(b, "}\n"...), nil
 }
 
 // marshalLine is appendLine by encoding/json.
 func marshalLine(b []byte, rec switchboard.ToolCallRecord) ([]byte, error) {
 	l := spoolLine{RecordID: rec.RecordID, ProjectID: rec.ProjectID, Session: rec.Session, Server: rec.Server, Tool: rec.Tool, Kind: rec.Kind,
-		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt}
+		Outcome: rec.Outcome, Code: rec.Code, Duration: int64(rec.Duration), StartedAt: rec.StartedAt,
+		Principal: rec.Principal, PrincipalName: rec.PrincipalName}
 	if rec.Arguments != nil {
 		a := string(rec.Arguments)
 		l.Arguments = &a
@@ -189,7 +201,8 @@ func decodeLine(b []byte) (switchboard.ToolCallRecord, error) {
 		return switchboard.ToolCallRecord{}, err
 	}
 	rec := switchboard.ToolCallRecord{RecordID: l.RecordID, ProjectID: l.ProjectID, Session: l.Session, Server: l.Server, Tool: l.Tool, Kind: l.Kind,
-		Outcome: l.Outcome, Code: l.Code, Duration: time.Duration(l.Duration), StartedAt: l.StartedAt}
+		Outcome: l.Outcome, Code: l.Code, Duration: time.Duration(l.Duration), StartedAt: l.StartedAt,
+		Principal: l.Principal, PrincipalName: l.PrincipalName}
 	if l.Arguments != nil {
 		rec.Arguments = json.RawMessage(*l.Arguments)
 	}

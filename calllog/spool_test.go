@@ -378,6 +378,7 @@ func TestSpoolLine(t *testing.T) {
 	} {
 		rec := record(7, "")
 		rec.Arguments, rec.RecordID, rec.Code, rec.Outcome = args, "0123456789abcdef0123456789abcdef", -32602, switchboard.OutcomeError
+		rec.Principal, rec.PrincipalName = "https://id.example.com alice", "alice@example.com"
 		line, err := encodeLine(rec)
 		if err != nil {
 			t.Fatal(err)
@@ -402,6 +403,7 @@ func FuzzSpoolLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, session, server, tool, args string, code int) {
 		rec := record(3, args)
 		rec.RecordID, rec.Session, rec.Server, rec.Tool, rec.Code = "0123456789abcdef0123456789abcdef", session, server, tool, code
+		rec.Principal, rec.PrincipalName = "https://id.example.com "+session, tool
 		if args == "" {
 			rec.Arguments = nil
 		}

@@ -55,6 +55,20 @@ func principalOf(r *http.Request) Principal {
 	return p
 }
 
+// personOf is the edge's Options.Person: an identity provider's user,
+// for the call log.
+func personOf(r *http.Request) (principal, name string) {
+	u := principalOf(r).User
+	if u == nil {
+		return "", ""
+	}
+	name = u.Email
+	if name == "" {
+		name = u.Name
+	}
+	return u.Issuer + " " + u.Subject, switchboard.Clip(name)
+}
+
 // principalKey is the edge's Options.Principal.
 func principalKey(r *http.Request) string { return principalOf(r).key() }
 

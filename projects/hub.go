@@ -185,6 +185,7 @@ func (h *Hub) newRuntime(id string) *runtime {
 	eo.Project = id
 	eo.Logger = log
 	eo.Principal = principalKey
+	eo.Person = personOf
 	eo.OpenSessions = h.Sessions
 	if h.opts.OnSessionEnd != nil {
 		eo.OnSessionEnd = func(session string) { h.opts.OnSessionEnd(id, session) }

@@ -37,17 +37,6 @@ type User struct {
 	claims   map[string]any
 }
 
-// Display is how the call log and history name u.
-func (u *User) Display() string {
-	switch {
-	case u.Email != "":
-		return u.Email
-	case u.Name != "":
-		return u.Name
-	}
-	return u.Subject
-}
-
 // tokenSkew is the clock difference tolerated on exp, nbf and iat.
 const tokenSkew = 30 * time.Second
 

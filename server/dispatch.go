@@ -359,9 +359,11 @@ func (s *Server) observe(ctx context.Context, session, name string, args json.Ra
 	} else if t, ok := s.sessionCatalog(ctx, session).Lookup(name); ok {
 		server = t.Server
 	}
+	who := personOf(ctx)
 	s.opts.Observer.ObserveCall(switchboard.ToolCallRecord{
 		ProjectID: s.opts.Project, Session: session, Server: server, Tool: name, Arguments: args,
 		Outcome: outcome, Code: code, Duration: time.Since(start), StartedAt: start,
+		Principal: who.principal, PrincipalName: who.name,
 	})
 }
 

@@ -217,7 +217,7 @@ func (s *Server) feature(ctx context.Context, session string, m *rpcMessage, pee
 	server := ""
 	res, err := f.Feature(ctx, switchboard.FeatureRequest{Project: s.opts.Project, Session: session, Method: m.Method, Params: params, Client: peer,
 		OnLog: s.logSink(ctx, session), Routed: func(name string) { server = name }})
-	s.observeFeature(session, server, m.Method, params, err, start)
+	s.observeFeature(ctx, session, server, m.Method, params, err, start)
 	if err != nil {
 		rpc := switchboard.ToRPCError(err)
 		s.reqLog(ctx).Info("request failed", "method", m.Method, "code", rpc.Code, "err", err, "duration", time.Since(start))
@@ -235,7 +235,7 @@ type FeatureObserver interface {
 // observeFeature reports a prompts/get or resources/read to the Observer
 // when it records them (FeatureObserver): the prompt's name or the URI
 // stands where a tool call's name does.
-func (s *Server) observeFeature(session, server, method string, params json.RawMessage, err error, start time.Time) {
+func (s *Server) observeFeature(ctx context.Context, session, server, method string, params json.RawMessage, err error, start time.Time) {
 	fo, ok := s.opts.Observer.(FeatureObserver)
 	if !ok || (method != "prompts/get" && method != "resources/read") {
 		return
@@ -252,6 +252,8 @@ func (s *Server) observeFeature(session, server, method string, params json.RawM
 	}
 	rec := switchboard.ToolCallRecord{ProjectID: s.opts.Project, Session: session, Server: server, Tool: name, Arguments: p.Args,
 		Outcome: switchboard.OutcomeOK, Duration: time.Since(start), StartedAt: start}
+	who := personOf(ctx)
+	rec.Principal, rec.PrincipalName = who.principal, who.name
 	if err != nil {
 		rec.Outcome, rec.Code = switchboard.OutcomeError, switchboard.RPCCode(err)
 	}

@@ -228,6 +228,9 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 	if ri := r.Context().Value(loggerKey{}); ri != nil {
 		ctx = context.WithValue(ctx, loggerKey{}, ri)
 	}
+	if p := r.Context().Value(personKey{}); p != nil {
+		ctx = context.WithValue(ctx, personKey{}, p)
+	}
 	go func() {
 		defer s.calls.Done()
 		defer func() { <-ls.slots }()

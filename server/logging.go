@@ -32,6 +32,30 @@ func (s *Server) reqLog(ctx context.Context) *slog.Logger {
 // claim makes this edge's logger the one that logs the request; the
 // "request" line is written after the handler returns, on the same
 // goroutine.
+// person is who a request's calls are logged as (Options.Person).
+type person struct{ principal, name string }
+
+type personKey struct{}
+
+// withPerson puts the person behind each request in its context, for the
+// call log.
+func (s *Server) withPerson(next http.Handler) http.Handler {
+	if s.opts.Person == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, n := s.opts.Person(r); p != "" {
+			r = r.WithContext(context.WithValue(r.Context(), personKey{}, person{p, n}))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func personOf(ctx context.Context) person {
+	p, _ := ctx.Value(personKey{}).(person)
+	return p
+}
+
 func (s *Server) claim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ri, ok := r.Context().Value(loggerKey{}).(*reqInfo); ok {

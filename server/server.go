@@ -76,6 +76,10 @@ type Options struct {
 	// token that authenticated it). A session belongs to the principal
 	// that opened it: requests on it from another principal get 403.
 	Principal func(*http.Request) string
+	// Person, when set, names the person behind a request for the call
+	// log (switchboard.ToolCallRecord.Principal and PrincipalName); ""
+	// when there is none (a static token).
+	Person func(*http.Request) (principal, name string)
 	// OpenSessions, when set, replaces this edge's own count in the
 	// MaxSessions check, so several edges can share one limit.
 	OpenSessions func() int
@@ -270,7 +274,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Routes returns the edge's routes without the Origin, Host, CORS and
 // logging layers of Wrap, for mounting inside a handler that has them;
 // requests it serves are logged with this edge's logger.
-func (s *Server) Routes() http.Handler { return s.claim(s.mux) }
+func (s *Server) Routes() http.Handler { return s.claim(s.withPerson(s.mux)) }
 
 // Wrap puts h behind the edge's request log, Origin and Host checks and,
 // when enabled, CORS: what every route of the gateway needs.

@@ -173,6 +173,11 @@ type (
 		Outcome   string          `json:"outcome"`
 		Code      int             `json:"code"`
 		StartedAt time.Time       `json:"started_at"`
+		Principal *struct {
+			Issuer  string `json:"issuer"`
+			Subject string `json:"subject"`
+			Name    string `json:"name"`
+		} `json:"principal"`
 	}
 	callPage struct {
 		Calls []callOut `json:"calls"`

@@ -85,6 +85,10 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 		// HTML-safe escapes; the history shows the characters.
 		out[i] = apiclient.Call{ID: c.ID, Session: c.Session, Server: c.Server, Tool: c.Tool, Kind: c.Kind, Arguments: jsonscan.UnescapeHTML(c.Arguments),
 			Outcome: c.Outcome, Code: c.Code, DurationMS: float64(c.Duration.Microseconds()) / 1000, StartedAt: c.StartedAt}
+		if c.Principal != "" {
+			iss, sub, _ := strings.Cut(c.Principal, " ")
+			out[i].Principal = &apiclient.Principal{Issuer: iss, Subject: sub, Name: c.PrincipalName}
+		}
 	}
 	writeJSON(w, http.StatusOK, apiclient.CallPage{Calls: out, Next: page.Next})
 	return nil

@@ -27,19 +27,21 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 	recordIDs, projects, sessions, servers, tools := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	arguments, outcomes, codes := make([]string, n), make([]string, n), make([]int64, n)
 	durations, started, kinds := make([]int64, n), make([]time.Time, n), make([]string, n)
+	principals, names := make([]string, n), make([]string, n)
 	for i, c := range batch {
 		recordIDs[i], projects[i], sessions[i], servers[i], tools[i] = c.RecordID, c.ProjectID, c.Session, c.Server, c.Tool
 		arguments[i], outcomes[i], codes[i] = string(object(c.Arguments)), c.Outcome, int64(c.Code)
 		durations[i], started[i], kinds[i] = c.Duration.Microseconds(), ts(c.StartedAt), c.Kind
+		principals[i], names[i] = c.Principal, c.PrincipalName
 	}
 	// unnest yields the rows in batch order, so ids grow with it.
 	_, err := s.pool.Exec(ctx, `INSERT INTO kb.agent_run_tool_calls
-			(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, kind)
-		SELECT nullif(r, ''), p, se, sv, t, a::json, o, c, d, st, k
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::bigint[], $10::timestamptz[], $11::text[])
-			AS u(r, p, se, sv, t, a, o, c, d, st, k)
+			(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, kind, principal, principal_name)
+		SELECT nullif(r, ''), p, se, sv, t, a::json, o, c, d, st, k, pr, pn
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::bigint[], $10::timestamptz[], $11::text[], $12::text[], $13::text[])
+			AS u(r, p, se, sv, t, a, o, c, d, st, k, pr, pn)
 		ON CONFLICT (record_id) DO NOTHING`,
-		recordIDs, projects, sessions, servers, tools, arguments, outcomes, codes, durations, started, kinds)
+		recordIDs, projects, sessions, servers, tools, arguments, outcomes, codes, durations, started, kinds, principals, names)
 	if err != nil {
 		return fail("insert tool calls", err)
 	}
@@ -84,7 +86,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 	}
 	limit = min(limit, switchboard.MaxToolCallLimit)
 
-	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, coalesce(record_id, ''), kind FROM kb.agent_run_tool_calls"
+	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, coalesce(record_id, ''), kind, principal, principal_name FROM kb.agent_run_tool_calls"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -98,7 +100,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 	calls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (switchboard.ToolCallRecord, error) {
 		var c switchboard.ToolCallRecord
 		var us int64
-		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &c.Arguments, &c.Outcome, &c.Code, &us, &c.StartedAt, &c.RecordID, &c.Kind)
+		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &c.Arguments, &c.Outcome, &c.Code, &us, &c.StartedAt, &c.RecordID, &c.Kind, &c.Principal, &c.PrincipalName)
 		c.Duration = time.Duration(us) * time.Microsecond
 		c.StartedAt = c.StartedAt.UTC()
 		return c, err

@@ -185,7 +185,7 @@ func TestInstanceID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (and what came after it, which the migration then applies again)
-	for _, q := range []string{"DROP TABLE kb_gateway_instance", "DROP TABLE kb_leases", "DROP TABLE kb_server_states", "ALTER TABLE kb_agent_run_tool_calls DROP COLUMN kind", "DELETE FROM kb_schema_migrations WHERE version >= 4"} {
+	for _, q := range []string{"DROP TABLE kb_gateway_instance", "DROP TABLE kb_leases", "DROP TABLE kb_server_states", "ALTER TABLE kb_agent_run_tool_calls DROP COLUMN kind", "ALTER TABLE kb_agent_run_tool_calls DROP COLUMN principal", "ALTER TABLE kb_agent_run_tool_calls DROP COLUMN principal_name", "DELETE FROM kb_schema_migrations WHERE version >= 4"} {
 		if _, err := db.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 					a = string(c.Arguments)
 				}
 				args = append(args, c.RecordID, c.ProjectID, c.Session, c.Server, c.Tool, a, c.Outcome, c.Code,
-					c.Duration.Microseconds(), us(c.StartedAt), c.Kind)
+					c.Duration.Microseconds(), us(c.StartedAt), c.Kind, c.Principal, c.PrincipalName)
 			}
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 				return err
@@ -64,8 +64,8 @@ func (s *Store) InsertToolCalls(ctx context.Context, batch []switchboard.ToolCal
 }
 
 const (
-	insertRows = 64 // records per INSERT statement (640 parameters)
-	insertCols = 11
+	insertRows = 64 // records per INSERT statement (832 parameters)
+	insertCols = 13
 )
 
 // insertStmts caches the tool-call INSERT prepared on the writer, one per
@@ -87,12 +87,12 @@ func (c *insertStmts) get(ctx context.Context, db *sql.DB, rows int) (*sql.Stmt,
 	}
 	var q strings.Builder
 	q.WriteString(`INSERT INTO kb_agent_run_tool_calls
-		(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, kind) VALUES `)
+		(record_id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, kind, principal, principal_name) VALUES `)
 	for i := range rows {
 		if i > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString(`(nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		q.WriteString(`(nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	}
 	q.WriteString(` ON CONFLICT (record_id) DO NOTHING`)
 	st, err := db.PrepareContext(ctx, q.String())
@@ -152,7 +152,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 	}
 	limit = min(limit, switchboard.MaxToolCallLimit)
 
-	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, coalesce(record_id, ''), kind FROM kb_agent_run_tool_calls"
+	q := "SELECT id, project_id, session_id, server, tool, arguments, outcome, code, duration_us, started_at, coalesce(record_id, ''), kind, principal, principal_name FROM kb_agent_run_tool_calls"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -164,7 +164,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f switchboard.ToolCallFilter)
 		var c switchboard.ToolCallRecord
 		var arguments string
 		var dur, started int64
-		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &arguments, &c.Outcome, &c.Code, &dur, &started, &c.RecordID, &c.Kind)
+		err := r.Scan(&c.ID, &c.ProjectID, &c.Session, &c.Server, &c.Tool, &arguments, &c.Outcome, &c.Code, &dur, &started, &c.RecordID, &c.Kind, &c.Principal, &c.PrincipalName)
 		c.Arguments = []byte(arguments)
 		c.Duration = time.Duration(dur) * time.Microsecond
 		c.StartedAt = fromUS(started)

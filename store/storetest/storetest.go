@@ -672,6 +672,7 @@ func testToolCallsFilters(t *testing.T, s switchboard.Store) {
 	fail := call("p", "git", "push", at(3))
 	fail.Outcome, fail.Code, fail.Duration = switchboard.OutcomeError, -32603, 30*time.Second
 	fail.Arguments = nil
+	fail.Principal, fail.PrincipalName = "https://id.example.com alice", "alice@example.com" // a person's call
 	batch := []switchboard.ToolCallRecord{
 		call("p", "fs", "read", at(0)),
 		call("p", "fs", "write", at(1)),

@@ -131,6 +131,17 @@ type Call struct {
 	Code       int             `json:"code,omitempty"`
 	DurationMS float64         `json:"duration_ms"`
 	StartedAt  time.Time       `json:"started_at"`
+	// Principal is the person behind the call when an identity
+	// provider's token sent it; absent for static tokens.
+	Principal *Principal `json:"principal,omitempty"`
+}
+
+// Principal names a person: the issuer and subject of their token, and
+// their e-mail or name when it had one. Never the token.
+type Principal struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+	Name    string `json:"name,omitempty"`
 }
 
 // CallPage is one page of the call log, newest first; Next continues it.

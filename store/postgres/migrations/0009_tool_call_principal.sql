@@ -1,0 +1,6 @@
+-- The person behind a logged call when an identity provider's token sent
+-- it: principal is its issuer and subject joined by a space,
+-- principal_name their e-mail or name. Empty for static tokens and rows
+-- from before.
+ALTER TABLE kb.agent_run_tool_calls ADD COLUMN IF NOT EXISTS principal text NOT NULL DEFAULT '';
+ALTER TABLE kb.agent_run_tool_calls ADD COLUMN IF NOT EXISTS principal_name text NOT NULL DEFAULT '';
