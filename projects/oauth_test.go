@@ -3,6 +3,7 @@ package projects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -279,4 +280,72 @@ func TestOAuthKeyRefetchBounded(t *testing.T) {
 	clock = clock.Add(time.Minute)
 	step("unknown kid later", unknown, false, 2)
 	step("known kid still", good, true, 2)
+}
+
+// TestOAuthAdminAPIAndSessions: the admin API's checks (Authenticate,
+// AllowAdmin, AllowProject) take the issuer's tokens too, and an MCP
+// session belongs to the person who opened it.
+func TestOAuthAdminAPIAndSessions(t *testing.T) {
+	idp := oidctest.Start(t)
+	h, base, _ := oauthHub(t, config.Auth{PublicURL: publicURL, Issuer: idp.Issuer, Scope: "mcp", AdminClaim: "scope=mcp:admin"}, nil)
+	resP := publicURL + "/projects/p/mcp"
+	req := func(tok string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/projects", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r, err := h.Authenticate(r)
+		if err != nil {
+			t.Fatalf("Authenticate: %v", err)
+		}
+		return r
+	}
+	admin := req(idp.Token(t, []string{"mcp:admin"}, publicURL))
+	if err := h.AllowAdmin(admin, "creating a project"); err != nil {
+		t.Errorf("admin token from the issuer: %v", err)
+	}
+	forP := req(idp.Token(t, []string{"mcp", "mcp:admin"}, resP)) // admin scope, but only for p
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"AllowAdmin, token for p", h.AllowAdmin(forP, "creating a project"), switchboard.ErrForbidden},
+		{"AllowProject p, token for p", h.AllowProject(forP, "p"), nil},
+		{"AllowProject default, token for p", h.AllowProject(forP, Default), switchboard.ErrUnauthorized},
+		{"AllowTokens p, token for p", h.AllowTokens(forP, "p"), switchboard.ErrForbidden},
+	} {
+		if !errors.Is(c.err, c.want) && (c.want != nil || c.err != nil) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+
+	// A session opened by alice is not bob's, though both reach p.
+	now := time.Now()
+	person := func(sub string) string {
+		return "Bearer " + idp.Sign(t, map[string]any{"iss": idp.Issuer, "sub": sub, "aud": resP, "scope": "mcp", "exp": now.Add(time.Hour).Unix()})
+	}
+	resp, _ := postAuth(t, base+"/projects/p/mcp", person("alice"))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("alice's initialize: %s", resp.Status)
+	}
+	list := func(authz string) int {
+		r, _ := http.NewRequest(http.MethodPost, base+"/projects/p/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Session-Id", sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		r.Header.Set("Authorization", authz)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := list(person("bob")); got != http.StatusForbidden {
+		t.Errorf("bob on alice's session: %d, want 403", got)
+	}
+	if got := list(person("alice")); got != http.StatusOK {
+		t.Errorf("alice on her session: %d, want 200", got)
+	}
 }
