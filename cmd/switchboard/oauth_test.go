@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/oidctest"
 )
@@ -25,6 +28,21 @@ func TestSignInWithAnIssuer(t *testing.T) {
 	cs, _ := openMCP(t, g.url+"/mcp", tok)
 	if got := callText(t, cs, "echo", map[string]any{"text": "signed in"}); got != "signed in" {
 		t.Fatalf("echo: %q", got)
+	}
+
+	// The legacy transport answers on the session's stream, after the
+	// request: the person goes with the call all the same.
+	b := &bearer{}
+	b.set(tok)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	ls, err := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, nil).Connect(ctx, &mcp.SSEClientTransport{Endpoint: g.url + "/sse", HTTPClient: &http.Client{Transport: b}}, nil)
+	if err != nil {
+		t.Fatalf("legacy connect: %v", err)
+	}
+	defer ls.Close()
+	if got := callText(t, ls, "echo", map[string]any{"text": "legacy"}); got != "legacy" {
+		t.Fatalf("legacy echo: %q", got)
 	}
 
 	refused(t, g.url+"/mcp", "", http.StatusUnauthorized)
@@ -54,10 +72,11 @@ func TestSignInWithAnIssuer(t *testing.T) {
 	}
 
 	api := newAPI(t, g.url, adminToken)
-	calls := api.waitCalls("default", "", 1)
-	p := calls[0].Principal
-	if p == nil || p.Issuer != idp.Issuer || p.Subject != oidctest.ClientID || p.Name != "service-one@example.com" {
-		t.Errorf("the call log names %+v, want %s %s service-one@example.com", p, idp.Issuer, oidctest.ClientID)
+	for _, c := range api.waitCalls("default", "", 2) {
+		p := c.Principal
+		if p == nil || p.Issuer != idp.Issuer || p.Subject != oidctest.ClientID || p.Name != "service-one@example.com" {
+			t.Errorf("the call log names %+v for %s, want %s %s service-one@example.com", p, c.Arguments, idp.Issuer, oidctest.ClientID)
+		}
 	}
 	_, body := api.do("GET", "/api/v1/projects/default/tool-calls", nil)
 	if strings.Contains(string(body), tok) || strings.Contains(string(body), "eyJ") {
