@@ -29,10 +29,16 @@ func (h *Hub) Handler(api http.Handler, console ...http.Handler) http.Handler {
 			o.metadata(w, Default)
 		})
 		mux.HandleFunc("GET /.well-known/oauth-protected-resource/projects/{project}/mcp", func(w http.ResponseWriter, r *http.Request) {
+			// Anyone may read it: ask the store, and load nothing.
 			id := r.PathValue("project")
-			if _, err := h.lookup(r.Context(), id); err != nil {
-				http.NotFound(w, r)
-				return
+			if h.runtime(id, false) == nil {
+				if _, err := h.st.GetProject(r.Context(), id); errors.Is(err, switchboard.ErrNotFound) {
+					http.NotFound(w, r)
+					return
+				} else if err != nil {
+					http.Error(w, "the project cannot be looked up now; retry", http.StatusServiceUnavailable)
+					return
+				}
 			}
 			o.metadata(w, id)
 		})
