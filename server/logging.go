@@ -29,9 +29,6 @@ func (s *Server) reqLog(ctx context.Context) *slog.Logger {
 	return s.log
 }
 
-// claim makes this edge's logger the one that logs the request; the
-// "request" line is written after the handler returns, on the same
-// goroutine.
 // person is who a request's calls are logged as (Options.Person).
 type person struct{ principal, name string }
 
@@ -56,6 +53,9 @@ func personOf(ctx context.Context) person {
 	return p
 }
 
+// claim makes this edge's logger the one that logs the request; the
+// "request" line is written after the handler returns, on the same
+// goroutine.
 func (s *Server) claim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ri, ok := r.Context().Value(loggerKey{}).(*reqInfo); ok {
