@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/internal/oidctest"
 )
 
@@ -81,5 +84,39 @@ func TestSignInWithAnIssuer(t *testing.T) {
 	_, body := api.do("GET", "/api/v1/projects/default/tool-calls", nil)
 	if strings.Contains(string(body), tok) || strings.Contains(string(body), "eyJ") {
 		t.Errorf("the history holds a token: %s", body)
+	}
+}
+
+// TestNoClientTokenReachesAnUpstream (issue 35): the bearer token a
+// client presents to the gateway (here the admin token, and a project
+// token) is never forwarded: the HTTP upstream sees only the headers its
+// own entry configures.
+func TestNoClientTokenReachesAnUpstream(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	fixture := mcptest.StreamableHandler(mcptest.Options{Name: "recorder"})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		fixture.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	g := startGateway(t, [][2]any{{"rec", map[string]any{"url": up.URL, "transport": "streamable-http", "headers": map[string]string{"X-Api-Key": "configured-key"}}}},
+		map[string]string{"MCP_SERVER_ADMIN_TOKEN": adminToken})
+	tok := newAPI(t, g.url, adminToken).createToken("default", "client").Token
+	for _, bearer := range []string{adminToken, tok} {
+		cs, _ := openMCP(t, g.url+"/mcp", bearer)
+		callText(t, cs, "echo", map[string]any{"text": "hi"})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the upstream saw no request")
+	}
+	for _, h := range seen {
+		if strings.Contains(h, adminToken) || strings.Contains(h, tok) || !strings.HasSuffix(h, "|configured-key") {
+			t.Fatalf("the upstream was sent %q (Authorization|X-Api-Key): a client's token, or not the entry's header", h)
+		}
 	}
 }
