@@ -114,8 +114,13 @@ func newAuth(st switchboard.TokenStore, admin string) *auth {
 func (a *auth) authenticate(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		if a.admin != "" {
+		switch {
+		case a.admin != "":
 			return Principal{}, switchboard.Errorf(switchboard.ErrUnauthorized, "a token is required: send Authorization: Bearer <token> (a project token or the admin token)")
+		case a.oauth != nil:
+			// Sign-in configured: nothing is open, the admin API
+			// included (dev mode is for a gateway without tokens).
+			return Principal{}, switchboard.Errorf(switchboard.ErrUnauthorized, "a token is required: send Authorization: Bearer <token> (an access token from %s, or a project token)", a.oauth.cfg.Issuer)
 		}
 		return Principal{Admin: true, Dev: true}, nil
 	}
@@ -182,10 +187,6 @@ func (a *auth) project(ctx context.Context, p Principal, id string) error {
 		return nil
 	case p.User != nil && !p.Admin:
 		return a.oauth.project(p.User, id)
-	case p.Dev && a.oauth != nil:
-		// With an issuer, every project's MCP endpoint is a protected
-		// resource: dev mode opens the admin API, not them.
-		return switchboard.Errorf(switchboard.ErrUnauthorized, "project %q requires an access token from %s (or one of its tokens): send Authorization: Bearer <token>", id, a.oauth.cfg.Issuer)
 	case p.Dev:
 		has, err := a.projectHasTokens(ctx, id)
 		if err != nil {

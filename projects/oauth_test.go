@@ -349,3 +349,36 @@ func TestOAuthAdminAPIAndSessions(t *testing.T) {
 		t.Errorf("alice on her session: %d, want 200", got)
 	}
 }
+
+// TestOAuthWithoutAdminTokenClosesAll: with an issuer and no admin token,
+// nothing is open: a request without a token is refused by the admin API
+// as by the MCP endpoints (dev mode, where a request without a token is
+// the admin, is for a gateway without sign-in), and an issuer's admin
+// token is the admin.
+func TestOAuthWithoutAdminTokenClosesAll(t *testing.T) {
+	idp := oidctest.Start(t)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	box, err := secrets.NewBox(make([]byte, secrets.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Store: st, Box: box, Auth: config.Auth{PublicURL: publicURL, Issuer: idp.Issuer, Scope: "mcp", AdminClaim: "scope=mcp:admin"}})
+	t.Cleanup(func() { h.Close(ctx) })
+	if _, err := h.Authenticate(httptest.NewRequest(http.MethodGet, "/api/v1/projects", nil)); !errors.Is(err, switchboard.ErrUnauthorized) {
+		t.Fatalf("a request without a token, issuer set, no admin token: %v; want ErrUnauthorized", err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/projects", nil)
+	r.Header.Set("Authorization", "Bearer "+idp.Token(t, []string{"mcp:admin"}, publicURL))
+	r, err = h.Authenticate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AllowAdmin(r, "creating a project"); err != nil {
+		t.Errorf("the issuer's admin token: %v", err)
+	}
+}

@@ -281,10 +281,12 @@ func (s *Server) Routes() http.Handler { return s.claim(s.withPerson(s.mux)) }
 func (s *Server) Wrap(h http.Handler) http.Handler {
 	if s.opts.CORS {
 		h = cors.New(cors.Options{
-			AllowedOrigins:   s.opts.CORSOrigins,
-			AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
-			AllowedHeaders:   []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id", "Mcp-Method", "Mcp-Name"},
-			ExposedHeaders:   []string{"Mcp-Session-Id"},
+			AllowedOrigins: s.opts.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
+			AllowedHeaders: []string{"Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id", "Mcp-Method", "Mcp-Name"},
+			// WWW-Authenticate: a browser client finds the resource
+			// metadata (sign-in) in a 401's challenge.
+			ExposedHeaders:   []string{"Mcp-Session-Id", "WWW-Authenticate"},
 			AllowCredentials: false,
 		}).Handler(h)
 	}

@@ -111,6 +111,19 @@ func TestCORSAndOrigin(t *testing.T) {
 	if resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
 		t.Errorf("preflight from allowed origin: headers %v", resp.Header)
 	}
+	// A browser client reads the session id and a 401's challenge (the
+	// sign-in's resource metadata).
+	get, _ := http.NewRequest(http.MethodGet, ts.URL+"/healthz", nil)
+	get.Header.Set("Origin", "https://app.example.com")
+	if resp, err := http.DefaultClient.Do(get); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		exposed := strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers"))
+		if !strings.Contains(exposed, "mcp-session-id") || !strings.Contains(exposed, "www-authenticate") {
+			t.Errorf("exposed headers %q: want Mcp-Session-Id and WWW-Authenticate", exposed)
+		}
+	}
 	for origin, want := range map[string]int{"https://app.example.com": 200, "http://127.0.0.1:5173": 200, "https://evil.example": 403, "null": 403} {
 		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/healthz", nil)
 		req.Header.Set("Origin", origin)
