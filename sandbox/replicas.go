@@ -24,7 +24,7 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 	if ok {
 		return nil
 	}
-	notFound := switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+	notFound := s.unknownSession(id)
 	if s.opts.Store == nil {
 		return notFound
 	}
@@ -49,6 +49,11 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 		if err != nil {
 			return err
 		}
+		// It stays its person's: the binding is on its row, not only in
+		// the memory of the replica that ended.
+		x.mu.Lock()
+		x.person = cfg.Person
+		x.mu.Unlock()
 		s.log.Info("sandbox: session taken over from a replica that ended; its files are kept, its processes were lost", "project", project, "sandbox_session", x.id, "workspace", w.ID)
 		return nil
 	}

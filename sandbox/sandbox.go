@@ -182,6 +182,7 @@ type session struct {
 	lastUsed         time.Time
 	agentSession     string
 	attachedBy       string      // the agent session holding it through attach_workspace; "" none
+	person           string      // the signed-in person it is bound to (CallRequest.Person); "" none
 	supMu            sync.Mutex  // guards sup
 	sup              *supervisor // nil: executions use docker exec
 	running          int
@@ -340,9 +341,39 @@ func (s *Service) lookup(project, id string) (*session, error) {
 	x, ok := s.sessions[id]
 	s.mu.Unlock()
 	if !ok || x.project != project {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+		return nil, s.unknownSession(id)
 	}
 	return x, nil
+}
+
+// unknownSession is the answer for a session id that names no session
+// of the project, or one of another person (lookupAs).
+func (s *Service) unknownSession(id string) error {
+	return switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+}
+
+// lookupAs is lookup for a tool call of person (CallRequest.Person): a
+// session bound to another person, or to a person when the caller has
+// none, answers exactly as an unknown id, so a handle tells nobody else
+// that it exists. Errors: ErrNotFound.
+func (s *Service) lookupAs(project, person, id string) (*session, error) {
+	x, err := s.lookup(project, id)
+	if err != nil {
+		return nil, err
+	}
+	if !x.reachableBy(person) {
+		return nil, s.unknownSession(id)
+	}
+	return x, nil
+}
+
+// reachableBy reports whether person's calls may name x: an unbound
+// session is the project's, as it was before sign-in; a bound one is
+// its person's only.
+func (x *session) reachableBy(person string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.person == "" || x.person == person
 }
 
 // engineInfo is what the engine offers (runtimes, CPUs, memory); the
@@ -784,6 +815,27 @@ func (s *Service) Sessions(project string) []switchboard.SandboxSession {
 	out := make([]switchboard.SandboxSession, len(list))
 	for i, x := range list {
 		out[i] = x.describe()
+	}
+	slices.SortFunc(out, func(a, b switchboard.SandboxSession) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// sessionsOf is Sessions(project) as person's tool calls see them (its
+// sessions and the unbound ones; lookupAs).
+func (s *Service) sessionsOf(project, person string) []switchboard.SandboxSession {
+	s.mu.Lock()
+	var list []*session
+	for _, x := range s.sessions {
+		if x.project == project {
+			list = append(list, x)
+		}
+	}
+	s.mu.Unlock()
+	var out []switchboard.SandboxSession
+	for _, x := range list {
+		if x.reachableBy(person) {
+			out = append(out, x.describe())
+		}
 	}
 	slices.SortFunc(out, func(a, b switchboard.SandboxSession) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/oidctest"
+)
+
+// TestSandboxSessionsBoundToPerson (issue 35): a sandbox session a
+// signed-in person starts is that person's. Another person of the same
+// project who presents its id gets the answer of an unknown id (-32602
+// "session not found") from execute_command, get_sessions, get_volume_path
+// and stop_session, and get_sessions does not list it; its owner still
+// uses it. A static project token starts unbound sessions, which every
+// caller of the project reaches as before sign-in, and it does not reach a
+// person's session either.
+func TestSandboxSessionsBoundToPerson(t *testing.T) {
+	const public = "https://gw.example.test"
+	idp := oidctest.Start(t)
+	g := sandboxGateway(t, t.TempDir(), map[string]string{
+		"MCP_SERVER_ADMIN_TOKEN": adminToken, "MCP_SERVER_PUBLIC_URL": public, "MCP_SERVER_AUTH_ISSUER": idp.Issuer})
+	now := time.Now()
+	person := func(sub string) string {
+		return idp.Sign(t, map[string]any{"iss": idp.Issuer, "sub": sub, "aud": []string{public + "/mcp"}, "scope": "mcp",
+			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "nbf": now.Unix()})
+	}
+	alice, _ := openMCP(t, g.url+"/mcp", person("alice"))
+	bob, _ := openMCP(t, g.url+"/mcp", person("bob"))
+	static, _ := openMCP(t, g.url+"/mcp", newAPI(t, g.url, adminToken).createToken("default", "shared").Token)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, error) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return nil, err
+		}
+		if res.IsError {
+			t.Fatalf("%s %v: tool error %s", tool, args, text(t, res))
+		}
+		return structured(t, res), nil
+	}
+	must := func(cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		m, err := call(cs, tool, args)
+		if err != nil {
+			t.Fatalf("%s %v: %v", tool, args, err)
+		}
+		return m
+	}
+	unknown := func(who string, cs *mcp.ClientSession, tool string, args map[string]any) {
+		t.Helper()
+		_, err := call(cs, tool, args)
+		if err == nil {
+			t.Fatalf("%s: %s %v answered; want the unknown-session error", who, tool, args)
+		}
+		if code := sdkCode(t, err); code != -32602 || !strings.Contains(err.Error(), "session not found") {
+			t.Fatalf("%s: %s %v: %d %v; want -32602 session not found", who, tool, args, code, err)
+		}
+	}
+	listed := func(cs *mcp.ClientSession) []string {
+		t.Helper()
+		var ids []string
+		for _, s := range must(cs, "get_sessions", nil)["sessions"].([]any) {
+			ids = append(ids, s.(map[string]any)["session_id"].(string))
+		}
+		slices.Sort(ids)
+		return ids
+	}
+
+	mine := must(alice, "execute_command", map[string]any{"command": "echo alice > /workspace/f"})["session_id"].(string)
+	shared := must(static, "execute_command", map[string]any{"command": "echo shared > /workspace/f"})["session_id"].(string)
+	// An id nobody minted answers the same as alice's does to bob.
+	unknown("bob", bob, "execute_command", map[string]any{"command": "true", "session_id": "sbx-0000000000000000"})
+
+	for _, c := range []struct {
+		who string
+		cs  *mcp.ClientSession
+	}{{"bob", bob}, {"a static project token", static}} {
+		unknown(c.who, c.cs, "execute_command", map[string]any{"command": "cat /workspace/f", "session_id": mine})
+		unknown(c.who, c.cs, "get_sessions", map[string]any{"session_id": mine})
+		unknown(c.who, c.cs, "get_volume_path", map[string]any{"session_id": mine})
+		unknown(c.who, c.cs, "stop_session", map[string]any{"session_id": mine})
+		if got := listed(c.cs); !slices.Equal(got, []string{shared}) {
+			t.Errorf("get_sessions for %s lists %v, want only the unbound %s", c.who, got, shared)
+		}
+	}
+
+	// Alice still has hers (stop_session above did not stop it), and
+	// reaches the project's unbound session as before sign-in.
+	if out := must(alice, "execute_command", map[string]any{"command": "cat /workspace/f", "session_id": mine})["stdout"]; out != "alice\n" {
+		t.Errorf("alice's session after the others tried it: stdout %q", out)
+	}
+	if out := must(bob, "execute_command", map[string]any{"command": "cat /workspace/f", "session_id": shared})["stdout"]; out != "shared\n" {
+		t.Errorf("bob on the unbound session: stdout %q", out)
+	}
+	want := []string{mine, shared}
+	slices.Sort(want)
+	if got := listed(alice); !slices.Equal(got, want) {
+		t.Errorf("get_sessions for alice lists %v, want %v", got, want)
+	}
+	if v := must(alice, "get_volume_path", map[string]any{"session_id": mine}); v["session_id"] != mine {
+		t.Errorf("get_volume_path for alice: %v", v)
+	}
+	must(alice, "stop_session", map[string]any{"session_id": mine})
+	unknown("alice after stopping it", alice, "execute_command", map[string]any{"command": "true", "session_id": mine})
+}
