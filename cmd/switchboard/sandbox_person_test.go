@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/oidctest"
+	"github.com/switchboard-mcp/switchboard/internal/pgtest"
 )
 
 // TestSandboxSessionsBoundToPerson (issue 35): a sandbox session a
@@ -111,4 +113,70 @@ func TestSandboxSessionsBoundToPerson(t *testing.T) {
 	}
 	must(alice, "stop_session", map[string]any{"session_id": mine})
 	unknown("alice after stopping it", alice, "execute_command", map[string]any{"command": "true", "session_id": mine})
+}
+
+// TestSandboxPersonAcrossReplicas (issue 35): the binding holds where the
+// session's home is another replica (the home checks the person the hop
+// carries) and after a replica that ended is taken over (the binding is
+// on the workspace row): bob, through B, never reaches alice's session
+// made on A, and alice does.
+func TestSandboxPersonAcrossReplicas(t *testing.T) {
+	const public = "https://gw.example.test"
+	idp := oidctest.Start(t)
+	env, _ := ownedGatewayEnv(t, testInstance("sbx-person"), map[string]string{
+		"MCP_SERVER_DATABASE_URL": pgtest.NewDB(t), "MCP_SERVER_SECRET_KEY": testSecretKey,
+		"MCP_SERVER_OWNER_LEASE": "3s", "MCP_SERVER_REPLICA_TICK": "200ms",
+		"MCP_SERVER_ADMIN_TOKEN": adminToken, "MCP_SERVER_PUBLIC_URL": public, "MCP_SERVER_AUTH_ISSUER": idp.Issuer})
+	a, b := startGateway(t, nil, env), startGateway(t, nil, env)
+	now := time.Now()
+	person := func(sub string) string {
+		return idp.Sign(t, map[string]any{"iss": idp.Issuer, "sub": sub, "aud": []string{public + "/mcp"}, "scope": "mcp",
+			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "nbf": now.Unix()})
+	}
+	aliceA, _ := openMCP(t, a.url+"/mcp", person("alice"))
+	aliceB, _ := openMCP(t, b.url+"/mcp", person("alice"))
+	bobB, _ := openMCP(t, b.url+"/mcp", person("bob"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	}
+	unknown := func(step, tool string, args map[string]any) {
+		t.Helper()
+		res, err := call(bobB, tool, args)
+		if err == nil {
+			t.Fatalf("%s: bob's %s %v answered %+v; want the unknown-session error", step, tool, args, res)
+		}
+		if code := sdkCode(t, err); code != -32602 || !strings.Contains(err.Error(), "session not found") {
+			t.Fatalf("%s: bob's %s: %d %v; want -32602 session not found", step, tool, code, err)
+		}
+	}
+	res, err := call(aliceA, "execute_command", map[string]any{"command": "echo alice > a.txt"})
+	if err != nil || res.IsError {
+		t.Fatalf("execute_command on A: %v %+v", err, res)
+	}
+	sid, _ := structured(t, res)["session_id"].(string)
+
+	for _, step := range []string{"through a hop to A", "after B took it over from A"} {
+		unknown(step, "execute_command", map[string]any{"command": "cat a.txt", "session_id": sid})
+		unknown(step, "get_volume_path", map[string]any{"session_id": sid})
+		unknown(step, "stop_session", map[string]any{"session_id": sid})
+		res, err = call(bobB, "get_sessions", nil)
+		if err != nil || res.IsError || strings.Contains(fmt.Sprint(structured(t, res)["sessions"]), sid) {
+			t.Fatalf("%s: get_sessions for bob lists alice's session %s, or failed: %v %+v", step, sid, err, res)
+		}
+		res, err = call(aliceB, "execute_command", map[string]any{"command": "cat a.txt", "session_id": sid})
+		if err != nil || res.IsError || structured(t, res)["stdout"] != "alice\n" {
+			t.Fatalf("%s: alice through B: %v %+v", step, err, res)
+		}
+		if step == "through a hop to A" {
+			a.stop(t)
+			// Bob asks first: his call is the one that makes B take the
+			// session over, and the session it resumes is still alice's.
+			unknown("bob first after A stopped", "execute_command", map[string]any{"command": "true", "session_id": sid})
+		}
+	}
+	if !strings.Contains(b.logs.String(), "session taken over from a replica that ended") {
+		t.Errorf("B did not take the session over")
+	}
 }
