@@ -45,15 +45,12 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 		if s.liveOn(w.ID) != nil {
 			return notFound
 		}
-		x, err := s.createAs(ctx, id, project, "", cfg.Template, cfg.Flavor, w.ID)
+		// It stays its person's: the binding is on its row, not only in
+		// the memory of the replica that ended.
+		x, err := s.createAs(ctx, id, project, "", cfg.Person, cfg.Template, cfg.Flavor, w.ID)
 		if err != nil {
 			return err
 		}
-		// It stays its person's: the binding is on its row, not only in
-		// the memory of the replica that ended.
-		x.mu.Lock()
-		x.person = cfg.Person
-		x.mu.Unlock()
 		s.log.Info("sandbox: session taken over from a replica that ended; its files are kept, its processes were lost", "project", project, "sandbox_session", x.id, "workspace", w.ID)
 		return nil
 	}

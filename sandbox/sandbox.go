@@ -490,12 +490,14 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 // createOn starts a session on workspace wsID, or on a new workspace
 // when wsID is "".
 func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
-	return s.createAs(ctx, NewSessionID(), project, agent, template, flavor, wsID)
+	return s.createAs(ctx, NewSessionID(), project, agent, "", template, flavor, wsID)
 }
 
-// createAs is createOn for a session named id (Resume keeps a session's
-// id when it goes on here after its replica died).
-func (s *Service) createAs(ctx context.Context, id, project, agent, template, flavor, wsID string) (*session, error) {
+// createAs is createOn for a session named id, bound to person ("" none)
+// from the start (Resume keeps a session's id and person when it goes on
+// here after its replica died: its id is known, so it must not be
+// reachable unbound even for a moment).
+func (s *Service) createAs(ctx context.Context, id, project, agent, person, template, flavor, wsID string) (*session, error) {
 	if template == "" {
 		template = "python"
 	}
@@ -545,7 +547,7 @@ func (s *Service) createAs(ctx context.Context, id, project, agent, template, fl
 	image, _ := s.imageFor(template)
 	now := time.Now()
 	x := &session{id: id, project: project, template: template, flavor: flavor, image: image,
-		createdAt: now, lastUsed: now, agentSession: agent}
+		createdAt: now, lastUsed: now, agentSession: agent, person: person}
 	if wsID != "" {
 		x.workspaceID, x.volume = wsID, volumeFor(wsID)
 	} else {
