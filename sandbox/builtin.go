@@ -142,10 +142,24 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			if err != nil {
 				return nil, err
 			}
+			// A person's workspaces and snapshots (those of its
+			// sessions, and their copies) are its own, as its sessions
+			// are (lookupAs); unbound ones stay the project's.
+			switch req.Tool {
+			case ToolRestoreSnapshot:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.SnapshotID, WorkspaceSnapshot)
+			case ToolDeleteWorkspace:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.WorkspaceID, kindAny)
+			case ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.WorkspaceID, "")
+			}
+			if err != nil {
+				return nil, err
+			}
 			var v any
 			switch req.Tool {
 			case ToolListWorkspaces:
-				list, err := s.Workspaces(ctx, p.project)
+				list, err := s.workspacesOf(ctx, p.project, func(cfg workspaceConfig) bool { return cfg.Person == "" || cfg.Person == req.Person })
 				if err != nil {
 					return nil, err
 				}

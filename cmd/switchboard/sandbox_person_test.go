@@ -111,8 +111,53 @@ func TestSandboxSessionsBoundToPerson(t *testing.T) {
 	if v := must(alice, "get_volume_path", map[string]any{"session_id": mine}); v["session_id"] != mine {
 		t.Errorf("get_volume_path for alice: %v", v)
 	}
+
+	// Her session's workspace, and a snapshot of it, are hers as well:
+	// the workspace tools are no way around the binding.
+	ws := must(alice, "get_volume_path", map[string]any{"session_id": mine})["workspace_id"].(string)
+	snap := must(alice, "snapshot_workspace", map[string]any{"workspace_id": ws})["workspace_id"].(string)
+	workspaces := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		return fmt.Sprint(must(cs, "list_workspaces", nil)["workspaces"])
+	}
+	missing := func(who string, cs *mcp.ClientSession, tool string, args map[string]any) {
+		t.Helper()
+		_, err := call(cs, tool, args)
+		if err == nil {
+			t.Fatalf("%s: %s %v answered; want the unknown-workspace error", who, tool, args)
+		}
+		if code := sdkCode(t, err); code != -32602 || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("%s: %s %v: %d %v; want -32602 not found", who, tool, args, code, err)
+		}
+	}
+	for _, c := range []struct {
+		who string
+		cs  *mcp.ClientSession
+	}{{"bob", bob}, {"a static project token", static}} {
+		if got := workspaces(c.cs); strings.Contains(got, ws) || strings.Contains(got, snap) {
+			t.Errorf("list_workspaces for %s lists alice's workspace or snapshot: %s", c.who, got)
+		}
+		missing(c.who, c.cs, "attach_workspace", map[string]any{"workspace_id": ws})
+		missing(c.who, c.cs, "detach_workspace", map[string]any{"workspace_id": ws})
+		missing(c.who, c.cs, "snapshot_workspace", map[string]any{"workspace_id": ws})
+		missing(c.who, c.cs, "delete_workspace", map[string]any{"workspace_id": ws})
+		missing(c.who, c.cs, "delete_workspace", map[string]any{"snapshot_id": snap})
+		missing(c.who, c.cs, "restore_snapshot", map[string]any{"snapshot_id": snap})
+	}
+	if got := workspaces(alice); !strings.Contains(got, ws) || !strings.Contains(got, snap) {
+		t.Errorf("list_workspaces for alice lacks her workspace %s or snapshot %s: %s", ws, snap, got)
+	}
+	restored := must(alice, "restore_snapshot", map[string]any{"snapshot_id": snap})["workspace_id"].(string)
+	missing("bob on alice's restored copy", bob, "attach_workspace", map[string]any{"workspace_id": restored})
+
 	must(alice, "stop_session", map[string]any{"session_id": mine})
 	unknown("alice after stopping it", alice, "execute_command", map[string]any{"command": "true", "session_id": mine})
+	// Attached again, the workspace runs a session that is still hers.
+	again := must(alice, "attach_workspace", map[string]any{"workspace_id": ws})["session_id"].(string)
+	unknown("bob on alice's re-attached workspace", bob, "get_volume_path", map[string]any{"session_id": again})
+	if out := must(alice, "execute_command", map[string]any{"command": "cat /workspace/f", "session_id": again})["stdout"]; out != "alice\n" {
+		t.Errorf("alice's re-attached workspace: stdout %q", out)
+	}
 }
 
 // TestSandboxPersonAcrossReplicas (issue 35): the binding holds where the
