@@ -70,6 +70,12 @@ type CallRequest struct {
 	// edge derives; "" with a session. What a sessionless caller
 	// activates in the catalog belongs to it.
 	Caller string
+	// Person is the signed-in person behind the call ("issuer subject"
+	// of an identity provider's token), "" for a caller without one (a
+	// static project token, the admin token, dev mode). The edge sets it
+	// once; the handles a builtin mints for a person (sandbox session
+	// ids) are bound to it.
+	Person string
 	// Tool is the name the client called (any toolPrefix included). A
 	// builtin receives its own name for the tool.
 	Tool string

@@ -63,7 +63,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if err != nil {
 			return nil, err
 		}
-		res, err := s.execute(ctx, p.project, actor, r, progressSender(req))
+		res, err := s.execute(ctx, p.project, actor, req.Person, r, progressSender(req))
 		if err != nil {
 			return nil, err
 		}
@@ -73,9 +73,11 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		if err != nil {
 			return nil, err
 		}
-		list := s.Sessions(p.project)
+		// A person lists its own sessions and the project's unbound
+		// ones: what it may name (lookupAs).
+		list := s.sessionsOf(p.project, req.Person)
 		if id != "" {
-			x, err := s.lookup(p.project, id)
+			x, err := s.lookupAs(p.project, req.Person, id)
 			if err != nil {
 				return nil, err
 			}
@@ -89,6 +91,9 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 	case ToolStopSession:
 		id, err := parseSession(req.Tool, req.Arguments, true)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := s.lookupAs(p.project, req.Person, id); err != nil {
 			return nil, err
 		}
 		info, kept, err := s.StopSession(ctx, p.project, actor, id)
@@ -111,7 +116,7 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 		out := map[string]any{}
 		vols := []vol{}
 		if id != "" {
-			x, err := s.lookup(p.project, id)
+			x, err := s.lookupAs(p.project, req.Person, id)
 			if err != nil {
 				return nil, err
 			}
@@ -137,10 +142,24 @@ func (p *ProjectTools) call(ctx context.Context, req switchboard.CallRequest) (j
 			if err != nil {
 				return nil, err
 			}
+			// A person's workspaces and snapshots (those of its
+			// sessions, and their copies) are its own, as its sessions
+			// are (lookupAs); unbound ones stay the project's.
+			switch req.Tool {
+			case ToolRestoreSnapshot:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.SnapshotID, WorkspaceSnapshot)
+			case ToolDeleteWorkspace:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.WorkspaceID, kindAny)
+			case ToolAttachWorkspace, ToolDetachWorkspace, ToolSnapshotWorkspace:
+				err = s.workspaceRowAs(ctx, p.project, req.Person, a.WorkspaceID, "")
+			}
+			if err != nil {
+				return nil, err
+			}
 			var v any
 			switch req.Tool {
 			case ToolListWorkspaces:
-				list, err := s.Workspaces(ctx, p.project)
+				list, err := s.workspacesOf(ctx, p.project, func(cfg workspaceConfig) bool { return cfg.Person == "" || cfg.Person == req.Person })
 				if err != nil {
 					return nil, err
 				}

@@ -35,13 +35,15 @@ type Result struct {
 }
 
 // execute runs r for project, in r's session or a new one. agent is
-// the calling agent session (sessionless for a call without one).
-func (s *Service) execute(ctx context.Context, project, agent string, r request, progress func(stream, chunk string)) (Result, error) {
+// the calling agent session (sessionless for a call without one);
+// person the signed-in person behind the call ("" none), to whom a new
+// session is bound and whom a named one must be reachable by.
+func (s *Service) execute(ctx context.Context, project, agent, person string, r request, progress func(stream, chunk string)) (Result, error) {
 	var x *session
 	created := false
 	if r.hasSession {
 		var err error
-		if x, err = s.lookup(project, r.sessionID); err != nil {
+		if x, err = s.lookupAs(project, person, r.sessionID); err != nil {
 			return Result{}, err
 		}
 		if err := checkHolder(x, agent, r.tool); err != nil {
@@ -56,6 +58,9 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 	} else {
 		var err error
 		if x, err = s.create(ctx, project, visible(agent), r.template, r.flavor); err != nil {
+			return Result{}, err
+		}
+		if err := s.bind(ctx, x, person); err != nil {
 			return Result{}, err
 		}
 		created = true
@@ -76,6 +81,33 @@ func (s *Service) execute(ctx context.Context, project, agent string, r request,
 		}
 	}
 	return res, err
+}
+
+// bind binds the new session x to person (none: x stays the project's)
+// and records it on x's workspace row, where a replica that resumes x
+// finds it. A binding that cannot be recorded ends x: a session that a
+// resume would hand to anyone is not started. Errors: the store's.
+func (s *Service) bind(ctx context.Context, x *session, person string) error {
+	if person == "" {
+		return nil
+	}
+	x.mu.Lock()
+	x.person = person
+	x.mu.Unlock()
+	if s.opts.Store == nil {
+		return nil
+	}
+	_, _, err := s.updateRow(ctx, x.workspaceID, func(_ *switchboard.Workspace, cfg *workspaceConfig) bool {
+		cfg.Person = person
+		return true
+	})
+	if err != nil {
+		if e := s.end(context.WithoutCancel(ctx), x, "its person could not be recorded"); e != nil {
+			s.log.Warn("sandbox: stopping a session whose person could not be recorded", "sandbox_session", x.id, "err", e)
+		}
+		return err
+	}
+	return nil
 }
 
 // notStarted is why an execution did not start: its session's

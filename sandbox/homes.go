@@ -265,7 +265,8 @@ func (h *Homes) sessionOn(ctx context.Context, project, id string) string {
 // hopCall is one sandbox tool call handed to a session's home.
 type hopCall struct {
 	Project   string          `json:"project"`
-	Session   string          `json:"session"` // the caller's MCP session: the actor
+	Session   string          `json:"session"`          // the caller's MCP session: the actor
+	Person    string          `json:"person,omitempty"` // the caller's person: the home checks its binding
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
@@ -277,7 +278,7 @@ type hopAnswer struct {
 
 // forward runs req at base (a home replica), bounded by ctx.
 func (h *Homes) forward(ctx context.Context, base string, req switchboard.CallRequest) (json.RawMessage, error) {
-	body, _ := json.Marshal(hopCall{Project: req.Project, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments})
+	body, _ := json.Marshal(hopCall{Project: req.Project, Session: req.Session, Person: req.Person, Tool: req.Tool, Arguments: req.Arguments})
 	resp, err := h.repl.Post(ctx, base+CallPath, body, http.Header{"Content-Type": {"application/json"}})
 	if errors.Is(err, replicas.ErrNotDelivered) {
 		return nil, errNotDelivered
@@ -317,7 +318,7 @@ func (h *Homes) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(c.Arguments, &args)
 	h.endOutlived(ctx, c.Project, args.SessionID)
-	res, err := h.svc.Tools(c.Project).CallTool(ctx, switchboard.CallRequest{Project: c.Project, Session: c.Session, Tool: c.Tool, Arguments: c.Arguments})
+	res, err := h.svc.Tools(c.Project).CallTool(ctx, switchboard.CallRequest{Project: c.Project, Session: c.Session, Person: c.Person, Tool: c.Tool, Arguments: c.Arguments})
 	ans := hopAnswer{Result: res}
 	if err != nil {
 		ans = hopAnswer{Error: switchboard.ToRPCError(err)}

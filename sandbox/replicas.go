@@ -24,7 +24,7 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 	if ok {
 		return nil
 	}
-	notFound := switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+	notFound := s.unknownSession(id)
 	if s.opts.Store == nil {
 		return notFound
 	}
@@ -45,7 +45,9 @@ func (s *Service) Resume(ctx context.Context, project, id string) error {
 		if s.liveOn(w.ID) != nil {
 			return notFound
 		}
-		x, err := s.createAs(ctx, id, project, "", cfg.Template, cfg.Flavor, w.ID)
+		// It stays its person's: the binding is on its row, not only in
+		// the memory of the replica that ended.
+		x, err := s.createAs(ctx, id, project, "", cfg.Person, cfg.Template, cfg.Flavor, w.ID)
 		if err != nil {
 			return err
 		}

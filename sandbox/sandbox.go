@@ -182,6 +182,7 @@ type session struct {
 	lastUsed         time.Time
 	agentSession     string
 	attachedBy       string      // the agent session holding it through attach_workspace; "" none
+	person           string      // the signed-in person it is bound to (CallRequest.Person); "" none
 	supMu            sync.Mutex  // guards sup
 	sup              *supervisor // nil: executions use docker exec
 	running          int
@@ -340,9 +341,39 @@ func (s *Service) lookup(project, id string) (*session, error) {
 	x, ok := s.sessions[id]
 	s.mu.Unlock()
 	if !ok || x.project != project {
-		return nil, switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+		return nil, s.unknownSession(id)
 	}
 	return x, nil
+}
+
+// unknownSession is the answer for a session id that names no session
+// of the project, or one of another person (lookupAs).
+func (s *Service) unknownSession(id string) error {
+	return switchboard.Errorf(switchboard.ErrNotFound, "session not found: %q is not a session of this project (it may have been stopped or expired after %s idle); omit session_id to start a new one", id, s.opts.SessionTimeout)
+}
+
+// lookupAs is lookup for a tool call of person (CallRequest.Person): a
+// session bound to another person, or to a person when the caller has
+// none, answers exactly as an unknown id, so a handle tells nobody else
+// that it exists. Errors: ErrNotFound.
+func (s *Service) lookupAs(project, person, id string) (*session, error) {
+	x, err := s.lookup(project, id)
+	if err != nil {
+		return nil, err
+	}
+	if !x.reachableBy(person) {
+		return nil, s.unknownSession(id)
+	}
+	return x, nil
+}
+
+// reachableBy reports whether person's calls may name x: an unbound
+// session is the project's, as it was before sign-in; a bound one is
+// its person's only.
+func (x *session) reachableBy(person string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.person == "" || x.person == person
 }
 
 // engineInfo is what the engine offers (runtimes, CPUs, memory); the
@@ -459,12 +490,14 @@ func (s *Service) create(ctx context.Context, project, agent, template, flavor s
 // createOn starts a session on workspace wsID, or on a new workspace
 // when wsID is "".
 func (s *Service) createOn(ctx context.Context, project, agent, template, flavor, wsID string) (*session, error) {
-	return s.createAs(ctx, NewSessionID(), project, agent, template, flavor, wsID)
+	return s.createAs(ctx, NewSessionID(), project, agent, "", template, flavor, wsID)
 }
 
-// createAs is createOn for a session named id (Resume keeps a session's
-// id when it goes on here after its replica died).
-func (s *Service) createAs(ctx context.Context, id, project, agent, template, flavor, wsID string) (*session, error) {
+// createAs is createOn for a session named id, bound to person ("" none)
+// from the start (Resume keeps a session's id and person when it goes on
+// here after its replica died: its id is known, so it must not be
+// reachable unbound even for a moment).
+func (s *Service) createAs(ctx context.Context, id, project, agent, person, template, flavor, wsID string) (*session, error) {
 	if template == "" {
 		template = "python"
 	}
@@ -514,7 +547,7 @@ func (s *Service) createAs(ctx context.Context, id, project, agent, template, fl
 	image, _ := s.imageFor(template)
 	now := time.Now()
 	x := &session{id: id, project: project, template: template, flavor: flavor, image: image,
-		createdAt: now, lastUsed: now, agentSession: agent}
+		createdAt: now, lastUsed: now, agentSession: agent, person: person}
 	if wsID != "" {
 		x.workspaceID, x.volume = wsID, volumeFor(wsID)
 	} else {
@@ -784,6 +817,27 @@ func (s *Service) Sessions(project string) []switchboard.SandboxSession {
 	out := make([]switchboard.SandboxSession, len(list))
 	for i, x := range list {
 		out[i] = x.describe()
+	}
+	slices.SortFunc(out, func(a, b switchboard.SandboxSession) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// sessionsOf is Sessions(project) as person's tool calls see them (its
+// sessions and the unbound ones; lookupAs).
+func (s *Service) sessionsOf(project, person string) []switchboard.SandboxSession {
+	s.mu.Lock()
+	var list []*session
+	for _, x := range s.sessions {
+		if x.project == project {
+			list = append(list, x)
+		}
+	}
+	s.mu.Unlock()
+	var out []switchboard.SandboxSession
+	for _, x := range list {
+		if x.reachableBy(person) {
+			out = append(out, x.describe())
+		}
 	}
 	slices.SortFunc(out, func(a, b switchboard.SandboxSession) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out

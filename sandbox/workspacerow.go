@@ -37,6 +37,10 @@ type workspaceConfig struct {
 	// by another process, or a shutdown) rather than by stop_session or
 	// idleness: another replica may go on with it (Resume).
 	Resumable bool `json:"resumable,omitempty"`
+	// Person is the signed-in person its session is bound to
+	// (CallRequest.Person), so a replica that resumes the session keeps
+	// the binding.
+	Person string `json:"person,omitempty"`
 	// Attaches are its last maxAttaches attaches, oldest first.
 	Attaches []switchboard.AttachEvent `json:"attach_history,omitempty"`
 }

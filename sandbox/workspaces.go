@@ -38,20 +38,41 @@ func (s *Service) workspaceRow(ctx context.Context, project, id, kind string) (s
 		if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 			return w, cfg, switchboard.Errorf(switchboard.ErrInternal, "sandbox: reading workspace %s failed", id)
 		}
-		what := "workspace"
-		switch kind {
-		case WorkspaceSnapshot:
-			what = "snapshot"
-		case kindAny:
-			what = "workspace or snapshot"
-		}
-		return w, cfg, switchboard.Errorf(switchboard.ErrNotFound, "%s not found: %q is not a %s of this project", what, id, what)
+		return w, cfg, unknownWorkspace(id, kind)
 	}
 	_ = json.Unmarshal(w.Config, &cfg)
 	if cfg.Volume == "" {
 		cfg.Volume = volumeFor(w.ID)
 	}
 	return w, cfg, nil
+}
+
+// unknownWorkspace is the answer for an id that names no workspace
+// (kind as workspaceRow's) of the project, or another person's
+// (workspaceRowAs).
+func unknownWorkspace(id, kind string) error {
+	what := "workspace"
+	switch kind {
+	case WorkspaceSnapshot:
+		what = "snapshot"
+	case kindAny:
+		what = "workspace or snapshot"
+	}
+	return switchboard.Errorf(switchboard.ErrNotFound, "%s not found: %q is not a %s of this project", what, id, what)
+}
+
+// workspaceRowAs is workspaceRow for a tool call of person: a workspace
+// or snapshot bound to another person (its session's, see bind) answers
+// exactly as an unknown id. Errors: workspaceRow's.
+func (s *Service) workspaceRowAs(ctx context.Context, project, person, id, kind string) error {
+	_, cfg, err := s.workspaceRow(ctx, project, id, kind)
+	if err != nil {
+		return err
+	}
+	if cfg.Person != "" && cfg.Person != person {
+		return unknownWorkspace(id, kind)
+	}
+	return nil
 }
 
 // liveOn returns the session running on workspace id, if any.
@@ -82,6 +103,12 @@ func (s *Service) infoOf(w switchboard.Workspace, cfg workspaceConfig) switchboa
 
 // Workspaces lists project's workspaces and snapshots.
 func (s *Service) Workspaces(ctx context.Context, project string) ([]switchboard.WorkspaceInfo, error) {
+	return s.workspacesOf(ctx, project, nil)
+}
+
+// workspacesOf is Workspaces less those reachable reports false for
+// (nil: all).
+func (s *Service) workspacesOf(ctx context.Context, project string, reachable func(workspaceConfig) bool) ([]switchboard.WorkspaceInfo, error) {
 	if s.opts.Store == nil {
 		return nil, errNoStore
 	}
@@ -96,6 +123,9 @@ func (s *Service) Workspaces(ctx context.Context, project string) ([]switchboard
 		}
 		var cfg workspaceConfig
 		_ = json.Unmarshal(w.Config, &cfg)
+		if reachable != nil && !reachable(cfg) {
+			continue
+		}
 		out = append(out, s.infoOf(w, cfg))
 	}
 	return out, nil
@@ -143,7 +173,8 @@ func (s *Service) Attach(ctx context.Context, project, agent, id, template, flav
 		if flavor == "" {
 			flavor = cfg.Flavor
 		}
-		if x, err = s.createOn(ctx, project, agent, template, flavor, id); err != nil {
+		// A session on a person's workspace is that person's.
+		if x, err = s.createAs(ctx, NewSessionID(), project, agent, cfg.Person, template, flavor, id); err != nil {
 			return switchboard.SandboxSession{}, err
 		}
 		x.mu.Lock()
@@ -270,7 +301,7 @@ func (s *Service) Snapshot(ctx context.Context, project, agent, id string) (swit
 			}()
 		}
 	}
-	info, err := s.copyInto(ctx, w, cfg, WorkspaceSnapshot, workspaceConfig{SnapshotOf: id, Template: cfg.Template, Flavor: cfg.Flavor})
+	info, err := s.copyInto(ctx, w, cfg, WorkspaceSnapshot, workspaceConfig{SnapshotOf: id, Template: cfg.Template, Flavor: cfg.Flavor, Person: cfg.Person})
 	if err != nil {
 		return info, err
 	}
@@ -294,7 +325,7 @@ func (s *Service) Restore(ctx context.Context, project, snap string) (switchboar
 	if err != nil {
 		return switchboard.WorkspaceInfo{}, err
 	}
-	info, err := s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor})
+	info, err := s.copyInto(ctx, w, cfg, WorkspaceReady, workspaceConfig{SnapshotOf: snap, Template: cfg.Template, Flavor: cfg.Flavor, Person: cfg.Person})
 	if err == nil {
 		s.used(ctx, snap)
 	}

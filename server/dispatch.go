@@ -260,7 +260,7 @@ func (s *Server) dispatchResult(ctx context.Context, session string, m *rpcMessa
 		}
 		start := time.Now()
 		req := switchboard.CallRequest{Project: s.opts.Project, Session: session, Caller: callerOf(ctx, session),
-			Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(ctx, session)}
+			Person: personOf(ctx).principal, Tool: *p.Name, Arguments: args, Meta: meta, OnProgress: progress, Client: peerOf(ctx), OnLog: s.logSink(ctx, session)}
 		var res json.RawMessage
 		var err error
 		if s.ownsTool(ctx, session, req.Tool) {
