@@ -195,9 +195,14 @@ type takeOverer interface {
 // base URL of another replica that took it first, "" when this one runs
 // it now, or when no workspace names it (the call then fails as for any
 // unknown session).
-func (h *Homes) resume(ctx context.Context, project, id string) (string, error) {
+//
+// A session bound to another person than the caller's is not resumed (the
+// call fails as for any unknown session): presenting someone else's
+// session id must not restart their container.
+func (h *Homes) resume(ctx context.Context, project, id, person string) (string, error) {
 	name := sessionLease(project, id)
-	if h.sessionWorkspace(ctx, project, id) == "" {
+	ws, owner := h.sessionWorkspace(ctx, project, id)
+	if ws == "" || (owner != "" && owner != person) {
 		return "", nil
 	}
 	h.mu.Lock()
@@ -231,22 +236,24 @@ func (h *Homes) resume(ctx context.Context, project, id string) (string, error) 
 	return "", nil
 }
 
-// sessionWorkspace is the workspace whose row names session id, "" when
-// none does.
-func (h *Homes) sessionWorkspace(ctx context.Context, project, id string) string {
+// sessionWorkspace is the workspace whose row names session id, and the
+// person the session is bound to ("" for none); "" when no row names it.
+func (h *Homes) sessionWorkspace(ctx context.Context, project, id string) (ws, person string) {
 	if h.svc.opts.Store == nil {
-		return ""
+		return "", ""
 	}
 	rows, err := h.svc.opts.Store.ListWorkspaces(ctx, switchboard.WorkspaceFilter{ProjectID: project, ContainerType: switchboard.ContainerWorkspace})
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	for _, w := range rows {
 		if SessionOf(w) == id {
-			return w.ID
+			var cfg workspaceConfig
+			_ = json.Unmarshal(w.Config, &cfg)
+			return w.ID, cfg.Person
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // sessionOn is the session the workspace row id names (its running
@@ -385,7 +392,7 @@ func (t *HomeTools) CallTool(ctx context.Context, req switchboard.CallRequest) (
 			// No live replica runs it: if one that ended did, it goes on
 			// here (or where another replica took it first).
 			var err error
-			base, err = t.homes.resume(ctx, t.project, sid)
+			base, err = t.homes.resume(ctx, t.project, sid, req.Person)
 			if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 				return nil, switchboard.ToRPCError(err)
 			}

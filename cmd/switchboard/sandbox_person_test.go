@@ -216,9 +216,17 @@ func TestSandboxPersonAcrossReplicas(t *testing.T) {
 		}
 		if step == "through a hop to A" {
 			a.stop(t)
-			// Bob asks first: his call is the one that makes B take the
-			// session over, and the session it resumes is still alice's.
+			// Bob asks first: his call must not make B resume alice's
+			// session (restarting her container for a caller it refuses);
+			// alice's own call does, and the session is still hers.
 			unknown("bob first after A stopped", "execute_command", map[string]any{"command": "true", "session_id": sid})
+			if strings.Contains(b.logs.String(), "session taken over from a replica that ended") {
+				t.Fatalf("bob's call made B resume alice's session")
+			}
+			res, err = call(aliceB, "execute_command", map[string]any{"command": "cat a.txt", "session_id": sid})
+			if err != nil || res.IsError || structured(t, res)["stdout"] != "alice\n" {
+				t.Fatalf("alice through B after A stopped: %v %+v", err, res)
+			}
 		}
 	}
 	if !strings.Contains(b.logs.String(), "session taken over from a replica that ended") {
