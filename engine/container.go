@@ -93,7 +93,12 @@ type Spec struct {
 	User       string
 	Labels     map[string]string // LabelManaged, LabelInstance and LabelStore are added
 	// Stdin keeps stdin open for an attach bridge (no TTY).
-	Stdin        bool
+	Stdin bool
+	// Ephemeral is a container that must not outlive the attach of the
+	// process that launched it (a runtime probe): its stdin closes when
+	// that attach ends, and once it exits the engine removes it, also
+	// when the process that made it died before it could.
+	Ephemeral    bool
 	NanoCPUs     int64 // 1e9 is one CPU; 0 is unlimited
 	MemoryBytes  int64 // also the memory+swap limit (no swap); 0 is unlimited
 	PidsLimit    int64 // 0 takes 256
@@ -144,7 +149,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	cfg := &container.Config{
 		Image: s.Image, Cmd: s.Cmd, Entrypoint: s.Entrypoint, Env: s.Env, WorkingDir: s.WorkingDir,
 		User: s.User, Labels: e.containerLabels(s.Labels), StopTimeout: &stop,
-		OpenStdin: s.Stdin, StdinOnce: false, AttachStdin: s.Stdin, AttachStdout: s.Stdin, AttachStderr: s.Stdin,
+		OpenStdin: s.Stdin, StdinOnce: s.Ephemeral, AttachStdin: s.Stdin, AttachStdout: s.Stdin, AttachStderr: s.Stdin,
 	}
 	if network == "none" {
 		cfg.NetworkDisabled = false // "none" gives a loopback-only namespace
@@ -152,6 +157,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (string, error) {
 	hc := &container.HostConfig{
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		AutoRemove:     s.Ephemeral,
 		NetworkMode:    container.NetworkMode(network),
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true"},

@@ -135,14 +135,17 @@ func (e *Engine) probeOnce(ctx context.Context, runtime, img, network string) er
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	spec := Spec{
-		Name:         Name("probe", runtime, hex.EncodeToString(b[:])),
-		Image:        img,
-		Entrypoint:   []string{"sh", "-c", probeScript},
-		Cmd:          []string{},
-		User:         "1000:1000",
-		WorkingDir:   "/tmp",
-		Labels:       map[string]string{LabelKind: "helper", LabelRef: "runtime-probe"},
-		Stdin:        true,
+		Name:       Name("probe", runtime, hex.EncodeToString(b[:])),
+		Image:      img,
+		Entrypoint: []string{"sh", "-c", probeScript},
+		Cmd:        []string{},
+		User:       "1000:1000",
+		WorkingDir: "/tmp",
+		Labels:     map[string]string{LabelKind: "helper", LabelRef: "runtime-probe"},
+		Stdin:      true,
+		// A gateway that ends mid-probe (stopped, killed) cannot remove
+		// it: it ends and goes by itself (its read of stdin fails).
+		Ephemeral:    true,
 		NanoCPUs:     1e9,
 		MemoryBytes:  64 << 20,
 		PidsLimit:    32,

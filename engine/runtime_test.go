@@ -151,3 +151,31 @@ func probedRuntimes(info engine.Info) []string {
 	}
 	return out
 }
+
+// TestEphemeralGoesWithItsAttach: an ephemeral container (the runtime
+// probe's) whose launcher is gone before writing to it (a gateway stopped
+// or killed mid-probe: its attach ends) does not stay behind blocked on
+// stdin: its stdin closes, it exits and the engine removes it. Probe
+// containers of gateways stopped mid-probe used to pile up, running.
+func TestEphemeralGoesWithItsAttach(t *testing.T) {
+	e := enginetest.New(t)
+	img := sandboxtest.Image(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := e.Launch(ctx, engine.Spec{Image: img, Entrypoint: []string{"sh", "-c", "read -r l || exit 1; sleep 300"}, Cmd: []string{},
+		Stdin: true, Ephemeral: true, Labels: map[string]string{engine.LabelKind: "helper"}, StopTimeout: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = run.Stream.Close() // the launcher is gone
+	for {
+		_, err := e.Inspect(ctx, run.ID)
+		if errors.Is(err, switchboard.ErrNotFound) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the ephemeral container is still there after its attach ended: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
