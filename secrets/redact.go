@@ -332,36 +332,14 @@ func prefixTo(s, v string) int {
 		if j >= len(v) {
 			return -1
 		}
-		c := v[j]
-		if s[i] == '%' || s[i] == '\\' {
-			if n := matchEscaped(s[i:], v[j:j+1]); n > 0 && s[i] == '%' {
-				i, j = i+n, j+1
-				continue
-			}
-			if s[i] == '\\' {
-				if r, n := jsonUnescape(s[i:]); n > 0 {
-					var buf [utf8.UTFMax]byte
-					m := utf8.EncodeRune(buf[:], r)
-					if strings.HasPrefix(v[j:], string(buf[:m])) {
-						i, j = i+n, j+m
-						continue
-					}
-					return -1
-				}
-			}
-			if len(s)-i < maxEscape && cutEscape(s[i:]) {
-				return j
-			}
-			if s[i] != c {
-				return -1
-			}
-			i, j = i+1, j+1
+		if n, m := escapedStep(s[i:], v[j:]); n > 0 {
+			i, j = i+n, j+m
 			continue
 		}
-		if s[i] != c && (s[i] != '+' || c != ' ') {
-			return -1
+		if len(s)-i < maxEscape && cutEscape(s[i:]) {
+			return j
 		}
-		i, j = i+1, j+1
+		return -1
 	}
 	if j >= len(v) {
 		return -1 // the whole value: matchEscaped finds it
@@ -426,32 +404,43 @@ func endPiece(s, v string) int {
 func matchEscaped(s, v string) int {
 	i, j := 0, 0
 	for j < len(v) {
-		if i >= len(s) {
+		n, m := escapedStep(s[i:], v[j:])
+		if n == 0 {
 			return 0
 		}
-		c := v[j]
-		if s[i] == '%' && i+2 < len(s) {
-			if hi, lo := unhex(s[i+1]), unhex(s[i+2]); hi >= 0 && lo >= 0 && hi<<4|lo == int(c) {
-				i, j = i+3, j+1
-				continue
-			}
-		}
-		if s[i] == '\\' {
-			if r, n := jsonUnescape(s[i:]); n > 0 {
-				var buf [utf8.UTFMax]byte
-				m := utf8.EncodeRune(buf[:], r)
-				if strings.HasPrefix(v[j:], string(buf[:m])) {
-					i, j = i+n, j+m
-					continue
-				}
-			}
-		}
-		if s[i] != c && (s[i] != '+' || c != ' ') {
-			return 0
-		}
-		i, j = i+1, j+1
+		i, j = i+n, j+m
 	}
 	return i
+}
+
+// escapedStep reads the start of s as the start of v: one byte of v as
+// is, percent-encoded or (a space) "+", or one character JSON-escaped. It
+// returns the bytes read of s and of v, or 0, 0 when s does not start
+// with v's next byte or character in any of these forms. An escape that
+// decodes to what v holds next is always taken as one.
+func escapedStep(s, v string) (n, m int) {
+	if len(s) == 0 || len(v) == 0 {
+		return 0, 0
+	}
+	c := v[0]
+	if s[0] == '%' && len(s) > 2 {
+		if hi, lo := unhex(s[1]), unhex(s[2]); hi >= 0 && lo >= 0 && hi<<4|lo == int(c) {
+			return 3, 1
+		}
+	}
+	if s[0] == '\\' {
+		if r, n := jsonUnescape(s); n > 0 {
+			var buf [utf8.UTFMax]byte
+			m := utf8.EncodeRune(buf[:], r)
+			if strings.HasPrefix(v, string(buf[:m])) {
+				return n, m
+			}
+		}
+	}
+	if s[0] == c || (s[0] == '+' && c == ' ') {
+		return 1, 1
+	}
+	return 0, 0
 }
 
 // jsonUnescape decodes the JSON escape that starts s (a backslash),
