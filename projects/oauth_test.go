@@ -29,6 +29,16 @@ const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 // given auth settings, served over HTTP.
 func oauthHub(t *testing.T, auth config.Auth, client *http.Client) (*Hub, string, switchboard.Store) {
 	t.Helper()
+	h, st := authHub(t, adminToken, auth, client)
+	srv := httptest.NewServer(h.Handler(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+	return h, srv.URL, st
+}
+
+// authHub is a started hub with projects default and p, admin as its
+// admin token ("" for none), and the given auth settings.
+func authHub(t *testing.T, admin string, auth config.Auth, client *http.Client) (*Hub, switchboard.Store) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
@@ -39,7 +49,7 @@ func oauthHub(t *testing.T, auth config.Auth, client *http.Client) (*Hub, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(Options{Store: st, Box: box, AdminToken: adminToken, Auth: auth, AuthClient: client})
+	h := New(Options{Store: st, Box: box, AdminToken: admin, Auth: auth, AuthClient: client})
 	t.Cleanup(func() { h.Close(ctx) })
 	for _, id := range []string{Default, "p"} {
 		if _, err := st.CreateProject(ctx, switchboard.Project{ID: id}); err != nil {
@@ -49,9 +59,7 @@ func oauthHub(t *testing.T, auth config.Auth, client *http.Client) (*Hub, string
 	if err := h.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(http.NotFoundHandler()))
-	t.Cleanup(srv.Close)
-	return h, srv.URL, st
+	return h, st
 }
 
 func postAuth(t *testing.T, url, authz string) (*http.Response, string) {
@@ -357,24 +365,13 @@ func TestOAuthAdminAPIAndSessions(t *testing.T) {
 // token is the admin.
 func TestOAuthWithoutAdminTokenClosesAll(t *testing.T) {
 	idp := oidctest.Start(t)
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	box, err := secrets.NewBox(make([]byte, secrets.KeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := New(Options{Store: st, Box: box, Auth: config.Auth{PublicURL: publicURL, Issuer: idp.Issuer, Scope: "mcp", AdminClaim: "scope=mcp:admin"}})
-	t.Cleanup(func() { h.Close(ctx) })
+	h, _ := authHub(t, "", config.Auth{PublicURL: publicURL, Issuer: idp.Issuer, Scope: "mcp", AdminClaim: "scope=mcp:admin"}, nil)
 	if _, err := h.Authenticate(httptest.NewRequest(http.MethodGet, "/api/v1/projects", nil)); !errors.Is(err, switchboard.ErrUnauthorized) {
 		t.Fatalf("a request without a token, issuer set, no admin token: %v; want ErrUnauthorized", err)
 	}
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/projects", nil)
 	r.Header.Set("Authorization", "Bearer "+idp.Token(t, []string{"mcp:admin"}, publicURL))
-	r, err = h.Authenticate(r)
+	r, err := h.Authenticate(r)
 	if err != nil {
 		t.Fatal(err)
 	}

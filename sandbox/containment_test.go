@@ -103,17 +103,7 @@ func TestContainment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			done := make(chan result, 1)
-			go func() {
-				raw, rerr := f.callCtx(context.Background(), "p", "a", tc.tool, tc.args, nil)
-				var r result
-				if rerr != nil {
-					r.Stderr = "rpc error: " + rerr.Message
-				} else {
-					_ = json.Unmarshal(raw, &r)
-				}
-				done <- r
-			}()
+			done := f.start(tc.tool, tc.args, nil)
 			// The gateway keeps answering another session meanwhile.
 			ok := f.exec("p", "execute_command", map[string]any{"command": "echo alive", "session_id": calm.SessionID})
 			if ok.Stdout != "alive\n" {
@@ -138,6 +128,23 @@ func TestContainment(t *testing.T) {
 			}
 		})
 	}
+}
+
+// start calls tool in project p as agent session a in the background and
+// delivers its decoded result, an RPC error as "rpc error: ..." on stderr.
+func (f *fixture) start(tool string, args map[string]any, progress func(json.RawMessage)) <-chan result {
+	done := make(chan result, 1)
+	go func() {
+		raw, rerr := f.callCtx(context.Background(), "p", "a", tool, args, progress)
+		var r result
+		if rerr != nil {
+			r.Stderr = "rpc error: " + rerr.Message
+		} else {
+			_ = json.Unmarshal(raw, &r)
+		}
+		done <- r
+	}()
+	return done
 }
 
 // TestCancelKillsProcessTree cancels a call while its program runs and
@@ -182,23 +189,13 @@ func TestSessionAtProcessLimit(t *testing.T) {
 	f := newFixture(t, nil)
 	s := f.exec("p", "execute_command", map[string]any{"command": "true"})
 	full := make(chan struct{}, 1)
-	done := make(chan result, 1)
 	filler := "import subprocess, sys, time\nps = []\nwhile True:\n    try: ps.append(subprocess.Popen(['sleep', '1003']))\n    except OSError: break\nprint('full', len(ps), flush=True)\ntime.sleep(1000)"
-	go func() {
-		raw, rerr := f.callCtx(context.Background(), "p", "a", "execute_code", map[string]any{"code": filler, "session_id": s.SessionID, "timeout": 15}, func(json.RawMessage) {
-			select {
-			case full <- struct{}{}:
-			default:
-			}
-		})
-		var r result
-		if rerr != nil {
-			r.Stderr = "rpc error: " + rerr.Message
-		} else {
-			_ = json.Unmarshal(raw, &r)
+	done := f.start("execute_code", map[string]any{"code": filler, "session_id": s.SessionID, "timeout": 15}, func(json.RawMessage) {
+		select {
+		case full <- struct{}{}:
+		default:
 		}
-		done <- r
-	}()
+	})
 	select {
 	case <-full:
 	case r := <-done:
