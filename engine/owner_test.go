@@ -1,18 +1,17 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // TestOwnership: containers carry the owner id of the process that made
@@ -89,24 +88,6 @@ func TestOwnership(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output written from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStoreIdentity: two gateways given one instance name on two stores
 // (issue 33). Everything each makes carries its store's identity; each
 // lists, sweeps, adopts and counts only its own, whatever alive says of
@@ -117,7 +98,7 @@ func TestStoreIdentity(t *testing.T) {
 	base := enginetest.New(t)
 	img := enginetest.GoImage(t, base, fixture)
 	ctx := ctxT(t)
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	as := func(store, owner string, log *slog.Logger) *engine.Engine {
 		e, err := engine.New(engine.Options{Instance: base.Instance(), Store: store, Owner: owner, Logger: log})
 		if err != nil {

@@ -1,7 +1,6 @@
 package hosted_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -253,7 +252,7 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	timing := fastTiming()
 	timing.Heartbeat, timing.PingTimeout = 100*time.Millisecond, 300*time.Millisecond
 	e := newEnv(t, nil, nil, timing)
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	e.start()
 	e.register(switchboard.HostedRegistration{Name: "fx"})
@@ -274,24 +273,6 @@ func TestUnresponsiveIsNotRestarted(t *testing.T) {
 	if !strings.Contains(line, "within 300ms") || strings.Contains(line, "within "+hosted.DefaultCallTimeout.String()) {
 		t.Errorf("unresponsive log line %q, want the ping timeout (300ms)", line)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a logger may write to from any goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestHTTPServerInContainer: stdio_bridge false reaches an HTTP MCP server

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 	"github.com/switchboard-mcp/switchboard/sandbox"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
@@ -26,24 +26,6 @@ func withStore(t *testing.T) (func(*sandbox.Options), switchboard.Store) {
 		}
 	}
 	return func(o *sandbox.Options) { o.Store = st }, st
-}
-
-// lockedBuffer is a log sink safe for the service's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (f *fixture) ws(agent, tool string, args map[string]any) (map[string]any, *switchboard.RPCError) {
@@ -69,7 +51,7 @@ func (f *fixture) run(agent, sid, cmd string) result {
 // sees A's exact files; exclusivity; snapshot and restore.
 func TestWorkspaceHandover(t *testing.T) {
 	mod, st := withStore(t)
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	f := newFixture(t, func(o *sandbox.Options) {
 		mod(o)
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))

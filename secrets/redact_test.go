@@ -14,6 +14,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 	"github.com/switchboard-mcp/switchboard/secrets"
 )
 
@@ -235,7 +236,7 @@ func TestHandlerTransparent(t *testing.T) {
 func TestHandlerConcurrent(t *testing.T) {
 	var r secrets.Redactor
 	r.Set([]string{"hunter22"})
-	var buf syncBuffer
+	var buf testenv.Buffer
 	l := slog.New(r.Handler(slogJSON(&buf).Handler())).With("k", "hunter22")
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -255,23 +256,6 @@ func TestHandlerConcurrent(t *testing.T) {
 	if strings.Contains(buf.String(), "hunter22") {
 		t.Error("a record leaked the secret while the set changed")
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // No fragment of the input that contains a value survives: with each

@@ -74,24 +74,7 @@ type harness struct {
 	events      []stateEvent
 	toolChanges int
 	changed     chan struct{} // closed and replaced on every event
-	logs        lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs        testenv.Buffer
 }
 
 func newHarness(t *testing.T, opts Options) *harness {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // Helpers for the end-to-end tests of projects, the admin API and
@@ -33,11 +35,11 @@ type apiClient struct {
 	t     testing.TB
 	base  string
 	token string
-	seen  *syncBuffer // every response body, shared by copies
+	seen  *testenv.Buffer // every response body, shared by copies
 }
 
 func newAPI(t testing.TB, gatewayURL, token string) *apiClient {
-	return &apiClient{t: t, base: gatewayURL, token: token, seen: &syncBuffer{}}
+	return &apiClient{t: t, base: gatewayURL, token: token, seen: &testenv.Buffer{}}
 }
 
 // as is the same client with another token; bodies are still recorded

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +37,7 @@ type gateway struct {
 	file    string
 	dataDir string
 	reload  chan os.Signal
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 	stopped bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -60,23 +60,6 @@ func (g *gateway) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("gateway did not stop within 30s")
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // stdioServer is a servers-file entry running the fixture as a child.
@@ -110,7 +93,7 @@ func writeServers(t *testing.T, path string, servers [][2]any) {
 func startGateway(t *testing.T, servers [][2]any, env map[string]string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{file: filepath.Join(dir, "servers.json"), dataDir: dir, reload: make(chan os.Signal), logs: &syncBuffer{}}
+	g := &gateway{file: filepath.Join(dir, "servers.json"), dataDir: dir, reload: make(chan os.Signal), logs: &testenv.Buffer{}}
 	writeServers(t, g.file, servers)
 	vars := map[string]string{"MCP_SERVER_PORT": "0", "MCP_SERVER_CONFIG": g.file, "MCP_SERVER_DATA_DIR": dir,
 		"MCP_SERVER_LOG_LEVEL": "debug", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_LIST_CHANGED_DEBOUNCE": "1ms",

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/engine"
 	"github.com/switchboard-mcp/switchboard/engine/enginetest"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 	"github.com/switchboard-mcp/switchboard/sandbox"
 	"github.com/switchboard-mcp/switchboard/sandbox/sandboxtest"
 )
@@ -159,7 +160,7 @@ func TestTwoStartsOnOneDataDir(t *testing.T) {
 	for k, v := range env {
 		vars[k] = v
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	err := run(context.Background(), nil, func(k string) string { return vars[k] }, nil, logs)
 	if err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Fatalf("second start on A's port: %v, want a listen error\n%s", err, logs.String())

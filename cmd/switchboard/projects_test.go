@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // TestProjectIsolation: two projects with their own servers and tokens,
@@ -124,7 +125,7 @@ func TestProjectIsolation(t *testing.T) {
 		admin := admin.on(t)
 		// A remote server that a project token may add, pointed at a
 		// recorder, asking for a variable of the gateway's environment.
-		seen := &syncBuffer{}
+		seen := &testenv.Buffer{}
 		fix := mcptest.StreamableHandler(mcptest.Options{Name: "recorded"})
 		rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(seen, "%s %s\n", r.URL, r.Header)

@@ -18,13 +18,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // binGateway is the real binary running as a subprocess.
 type binGateway struct {
 	cmd     *exec.Cmd
 	url     string
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 	drained chan struct{} // closed once stderr hits EOF
 	waited  bool
 }
@@ -33,7 +34,7 @@ type binGateway struct {
 // MCP_SERVER_* variables, plus env, and waits until it listens. It is killed when the test ends.
 func startBinary(t *testing.T, bin string, env ...string) *binGateway {
 	t.Helper()
-	g := &binGateway{cmd: exec.Command(bin), logs: &syncBuffer{}, drained: make(chan struct{})}
+	g := &binGateway{cmd: exec.Command(bin), logs: &testenv.Buffer{}, drained: make(chan struct{})}
 	for _, kv := range os.Environ() { // only the test's MCP_SERVER_* count
 		if !strings.HasPrefix(kv, "MCP_SERVER_") {
 			g.cmd.Env = append(g.cmd.Env, kv)

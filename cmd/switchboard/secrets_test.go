@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard"
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 	"github.com/switchboard-mcp/switchboard/store/postgres"
 	"github.com/switchboard-mcp/switchboard/store/sqlite"
 )
@@ -285,7 +286,7 @@ func TestStartRefusesAnotherSecretKey(t *testing.T) {
 	g.stop(t)
 
 	vars := map[string]string{"MCP_SERVER_SANDBOX": "false", "MCP_SERVER_PORT": "0", "MCP_SERVER_DATA_DIR": g.dataDir, "MCP_SERVER_SECRET_KEY": key2}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	err := run(ctx, nil, func(k string) string { return vars[k] }, io.Discard, &logs)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/pgtest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // sweepLine is what a gateway logs (at debug) after each sweep.
@@ -53,7 +54,7 @@ func TestInstanceNameOnTwoStores(t *testing.T) {
 		t.Fatalf("the two gateways run %d containers, want 4 (a session and a hosted server each)", len(before))
 	}
 	// Three more sweeps by each, counted from now.
-	sweeps := func(logs *syncBuffer) int { return strings.Count(logs.String(), sweepLine) }
+	sweeps := func(logs *testenv.Buffer) int { return strings.Count(logs.String(), sweepLine) }
 	fromA, fromB := sweeps(a.logs), sweeps(b.logs)
 	eventually(t, time.Minute, func() (bool, string) {
 		na, nb := sweeps(a.logs)-fromA, sweeps(b.logs)-fromB
@@ -63,7 +64,7 @@ func TestInstanceNameOnTwoStores(t *testing.T) {
 	if got := instanceContainers(t, inst); !slices.Equal(got, before) {
 		t.Errorf("after the sweeps the running containers are %v, want the same %v", got, before)
 	}
-	for name, logs := range map[string]*syncBuffer{"A": a.logs, "B": b.logs} {
+	for name, logs := range map[string]*testenv.Buffer{"A": a.logs, "B": b.logs} {
 		if strings.Contains(logs.String(), "removed containers") {
 			t.Errorf("%s removed containers:\n%s", name, logs.String())
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcptest"
+	"github.com/switchboard-mcp/switchboard/internal/testenv"
 )
 
 // TestFailedStartUndoesEveryStep: a start that fails at its last step,
@@ -37,7 +38,7 @@ func TestFailedStartUndoesEveryStep(t *testing.T) {
 	free.Close()
 	vars := map[string]string{"MCP_SERVER_PORT": port, "MCP_SERVER_CONFIG": file, "MCP_SERVER_DATA_DIR": filepath.Join(dir, "data"),
 		"MCP_SERVER_SANDBOX": "false", "MCP_SERVER_SHUTDOWN_TIMEOUT": "10s", "MCP_SERVER_CHILD_STOP_TIMEOUT": "1s"}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	failed := errors.New("the last step failed")
 	started := func(addr string) error {
 		// Servers connect on first use: a call starts the stdio child.
@@ -81,7 +82,7 @@ func TestFailedStartUndoesEveryStep(t *testing.T) {
 	addr := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	logs2 := &syncBuffer{}
+	logs2 := &testenv.Buffer{}
 	go func() {
 		done <- runWith(ctx, runOptions{Listening: func(a string) { addr <- a }}, nil, func(k string) string { return vars[k] }, io.Discard, logs2)
 	}()

@@ -4,8 +4,10 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,4 +32,23 @@ func Need(t testing.TB, dep string, ok bool, why string) {
 		t.Fatalf("%s is required (SWITCHBOARD_TEST_REQUIRE) but unavailable: %s", dep, why)
 	}
 	t.Skipf("%s unavailable: %s", dep, why)
+}
+
+// Buffer collects what several goroutines write (a logger's output) and
+// reads it back whole; the zero value is ready.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
