@@ -160,13 +160,7 @@ func (h *Hub) newRuntime(id string) *runtime {
 			h.opts.OnState(id, server, st)
 		}
 		if remembered(st) && rt.mgr != nil {
-			var lastErr string
-			for _, s := range rt.mgr.Status() {
-				if s.Name == server {
-					lastErr = rt.redact.Redact(s.LastError)
-				}
-			}
-			rt.last.record(h.st, id, server, st, lastErr)
+			rt.last.record(h.st, id, server, st, rt.redact.Redact(rt.mgr.LastError(server)))
 		}
 	}
 	if h.opts.HostedStatus != nil {

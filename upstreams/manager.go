@@ -507,6 +507,22 @@ func (m *Manager) Call(ctx context.Context, req switchboard.CallRequest) (json.R
 	return res, err
 }
 
+// LastError is server's last error, "" when it has none or there is no
+// such server: the one field of Status a caller watching states needs,
+// without what Status also gathers (a hosted server's stderr asks its
+// container).
+func (m *Manager) LastError(server string) string {
+	m.mu.Lock()
+	u := m.serverLocked(server)
+	m.mu.Unlock()
+	if u == nil {
+		return ""
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastErr
+}
+
 // unlisted names the servers that never listed tools because they could
 // not start ("server \"x\" (failed)"), whose tools a call may have meant.
 func (m *Manager) unlisted() []string {
